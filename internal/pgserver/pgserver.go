@@ -1,0 +1,150 @@
+// Package pgserver starts a throwaway PostgreSQL server from the binaries
+// installed on the machine, for tests and for `make demo`. The server listens
+// only on a unix socket in its own temporary directory and trusts local
+// connections; it is meant to be thrown away.
+package pgserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Superuser is the role initdb creates in a throwaway server.
+const Superuser = "ptah"
+
+// Server is a running throwaway server.
+type Server struct {
+	Dir    string // holds the data directory and the socket
+	BinDir string
+	cred   *syscall.Credential
+}
+
+// ErrNoBinaries is returned when no PostgreSQL server binaries can be found.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries found: install them " +
+	"(Debian/Ubuntu: apt-get install postgresql) or put initdb and pg_ctl on PATH, " +
+	"or point PTAH_TEST_DATABASE_URL at a server where this role may create databases")
+
+// FindBinDir returns the directory holding initdb and pg_ctl: PATH first,
+// then the newest /usr/lib/postgresql/<major>/bin.
+func FindBinDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return majorOf(dirs[i]) > majorOf(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func majorOf(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// Start initialises a cluster in a new temporary directory and starts it.
+// initdb refuses to run as root, so as root the server runs as the
+// "postgres" user (or "nobody") and owns its directory.
+func Start() (*Server, error) {
+	bin, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	// Unix socket paths are limited to about 107 bytes: keep the dir short.
+	dir, err := os.MkdirTemp("/tmp", "ptahpg")
+	if err != nil {
+		return nil, fmt.Errorf("creating server directory: %w", err)
+	}
+	s := &Server{Dir: dir, BinDir: bin}
+	if os.Geteuid() == 0 {
+		cred, err := unprivileged()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.cred = cred
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("handing %s to the server user: %w", dir, err)
+		}
+	}
+	if err := s.run("initdb", "-D", s.dataDir(), "-U", Superuser, "--auth=trust",
+		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	opts := strings.Join([]string{
+		"-c listen_addresses=''",
+		"-c unix_socket_directories=" + dir,
+		"-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off",
+		"-c max_connections=300", "-c shared_buffers=128MB",
+	}, " ")
+	if err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", s.dataDir(),
+		"-l", filepath.Join(dir, "server.log"), "-o", opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w\nserver log:\n%s", err, log)
+	}
+	return s, nil
+}
+
+func (s *Server) dataDir() string { return filepath.Join(s.Dir, "data") }
+
+// URL returns a connection URL for database db as the superuser.
+func (s *Server) URL(db string) string {
+	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Path: "/" + db}
+	u.RawQuery = url.Values{"host": {s.Dir}, "sslmode": {"disable"}}.Encode()
+	return u.String()
+}
+
+// Stop stops the server and removes its directory.
+func (s *Server) Stop() error {
+	err := s.run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", s.dataDir())
+	if rmErr := os.RemoveAll(s.Dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func (s *Server) run(name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(s.BinDir, name), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = s.Dir
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+func unprivileged() (*syscall.Credential, error) {
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New("running as root, and initdb refuses root: no 'postgres' or 'nobody' user to run the server as")
+}

@@ -1,0 +1,125 @@
+// Package pgtest gives every test its own fresh database on a real
+// PostgreSQL server: a throwaway server this package starts once per test
+// binary, or the server PTAH_TEST_DATABASE_URL points at.
+//
+// A package that uses it calls pgtest.Main from its TestMain, so the server
+// it started is stopped when the tests end.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/pgserver"
+)
+
+// EnvURL names the variable that points the tests at an existing server.
+const EnvURL = "PTAH_TEST_DATABASE_URL"
+
+var (
+	once    sync.Once
+	server  *pgserver.Server
+	baseURL string // a URL whose database part is replaced per test
+	initErr error
+	counter atomic.Int64
+)
+
+// Main runs the tests and stops the server they started, if any.
+func Main(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		if err := server.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stopping server:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func setup() {
+	if u := os.Getenv(EnvURL); u != "" {
+		baseURL = u
+		return
+	}
+	server, initErr = pgserver.Start()
+	if initErr != nil {
+		initErr = fmt.Errorf("starting a throwaway PostgreSQL for the tests: %w", initErr)
+		return
+	}
+	baseURL = server.URL("postgres")
+}
+
+// BaseURL returns the URL of the server's maintenance database, starting
+// the server if needed. The test fails if no server can be had.
+func BaseURL(t testing.TB) string {
+	t.Helper()
+	once.Do(setup)
+	if initErr != nil {
+		t.Fatal(initErr)
+	}
+	return baseURL
+}
+
+// NewDB creates a fresh, empty database (from template0) for this test and
+// returns its URL. The database is dropped when the test ends.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	base := BaseURL(t)
+	name := fmt.Sprintf("ptahtest_%d_%d", os.Getpid(), counter.Add(1))
+	Exec(t, base, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Logf("dropping %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("dropping %s: %v", name, err)
+		}
+	})
+	return WithDatabase(t, base, name)
+}
+
+// WithDatabase returns u with its database replaced by db.
+func WithDatabase(t testing.TB, u, db string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil || !strings.HasPrefix(parsed.Scheme, "postgres") {
+		t.Fatalf("%s must be a postgres:// URL", EnvURL)
+	}
+	parsed.Path = "/" + db
+	return parsed.String()
+}
+
+// Exec runs sql (one or more statements) on the database at u.
+func Exec(t testing.TB, u, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("executing %q: %v", abbreviate(sql), err)
+	}
+}
+
+func abbreviate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}

@@ -1,0 +1,307 @@
+package postgres
+
+// The model is what Inspect reads out of a database's catalog, for the
+// managed schemas only. Desired and live state are both models read by the
+// same code (the desired one from the dev database), so every field holds the
+// text PostgreSQL itself normalised (format_type, pg_get_expr, pg_get_*def):
+// two models are compared field by field, never by parsing SQL.
+//
+// Identifiers in the model are raw (unquoted) names; the diff quotes them.
+
+// Kind names a kind of database object ptah manages.
+type Kind string
+
+const (
+	KindSchema     Kind = "schema"
+	KindExtension  Kind = "extension"
+	KindEnum       Kind = "enum"
+	KindDomain     Kind = "domain"
+	KindComposite  Kind = "composite type"
+	KindSequence   Kind = "sequence"
+	KindTable      Kind = "table"
+	KindColumn     Kind = "column"
+	KindConstraint Kind = "constraint"
+	KindIndex      Kind = "index"
+	KindView       Kind = "view"
+	KindMatView    Kind = "materialized view"
+	KindFunction   Kind = "function"
+	KindProcedure  Kind = "procedure"
+	KindTrigger    Kind = "trigger"
+)
+
+// ID identifies one object across two models. It is comparable and used as a
+// map key. Schema is empty for schemas and extensions (whose Name is the
+// object's own name). Sub is the column, constraint or trigger name for
+// objects that live on a table (Name is then the table), or the identity
+// argument list of a function or procedure (as pg_get_function_identity_arguments
+// prints it).
+type ID struct {
+	Kind   Kind
+	Schema string
+	Name   string
+	Sub    string
+}
+
+// Model is the managed part of one database.
+type Model struct {
+	Schemas     []Schema
+	Extensions  []Extension
+	Enums       []Enum
+	Domains     []Domain
+	Composites  []Composite
+	Sequences   []Sequence
+	Tables      []Table
+	Constraints []Constraint
+	Indexes     []Index
+	Views       []View // views and materialized views
+	Functions   []Function
+	Triggers    []Trigger
+	// Deps are the dependencies between managed objects, from pg_depend,
+	// normalised so both ends are IDs of objects in this model: a view's
+	// rewrite rule is the view, a column default is its column, an index
+	// that implements a constraint is the constraint. Dependencies on
+	// objects outside the model (pg_catalog, other schemas) are dropped.
+	Deps []Dep
+}
+
+// Dep says Object depends on RefObject: RefObject must exist before Object is
+// created, and Object must be dropped before RefObject is.
+type Dep struct {
+	Object    ID
+	RefObject ID
+}
+
+// Schema is a namespace in the managed scope.
+type Schema struct {
+	Name    string
+	Comment string
+}
+
+// Extension is an installed extension whose schema is managed. Objects that
+// belong to an extension are never part of the model.
+type Extension struct {
+	Name    string
+	Schema  string
+	Version string
+	Comment string
+}
+
+// Enum is an enumerated type.
+type Enum struct {
+	Schema  string
+	Name    string
+	Labels  []string // in sort order
+	Comment string
+}
+
+// Domain is a domain over a base type.
+type Domain struct {
+	Schema      string
+	Name        string
+	BaseType    string // format_type of the base type, e.g. "character varying(20)"
+	Collation   string // qualified collation name when not the base type's default, else ""
+	Default     string // pg_get_expr, "" when none
+	NotNull     bool
+	Constraints []DomainConstraint // by name
+	Comment     string
+}
+
+// DomainConstraint is a CHECK constraint on a domain.
+type DomainConstraint struct {
+	Name       string
+	Definition string // pg_get_constraintdef, e.g. "CHECK ((VALUE > 0))"
+}
+
+// Composite is a free-standing composite type (CREATE TYPE ... AS (...)).
+type Composite struct {
+	Schema     string
+	Name       string
+	Attributes []Attribute
+	Comment    string
+}
+
+// Attribute is one field of a composite type.
+type Attribute struct {
+	Name      string
+	Type      string // format_type
+	Collation string // qualified, "" when the type's default
+}
+
+// Sequence is a sequence: standalone, or owned by a column (serial). The
+// sequences behind identity columns are part of their column instead.
+type Sequence struct {
+	Schema  string
+	Name    string
+	Options SequenceOptions
+	OwnedBy *ColumnRef // OWNED BY, nil when none
+	Comment string
+}
+
+// SequenceOptions are the parameters of a sequence, as pg_sequence stores them.
+type SequenceOptions struct {
+	Type      string // "bigint", "integer" or "smallint"
+	Start     int64
+	Increment int64
+	Min       int64
+	Max       int64
+	Cache     int64
+	Cycle     bool
+}
+
+// ColumnRef names a column of a table.
+type ColumnRef struct {
+	Schema string
+	Table  string
+	Column string
+}
+
+// Table is an ordinary or partitioned table. Partitions are tables too, with
+// PartitionOf set.
+type Table struct {
+	Schema         string
+	Name           string
+	Unlogged       bool
+	Columns        []Column // in attnum order; a partition lists only its local columns
+	PartitionKey   string   // pg_get_partkeydef, "" when not partitioned, e.g. "RANGE (created_at)"
+	PartitionOf    *ObjectName
+	PartitionBound string   // pg_get_expr(relpartbound), e.g. "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')" or "DEFAULT"
+	Options        []string // reloptions, e.g. "fillfactor=70"
+	Comment        string
+}
+
+// ObjectName is a schema-qualified name.
+type ObjectName struct {
+	Schema string
+	Name   string
+}
+
+// Column is one column of a table.
+type Column struct {
+	Name            string
+	Type            string // format_type, e.g. "numeric(10,2)", "public.mood", "integer[]"
+	Collation       string // qualified collation name when not the type's default, else ""
+	NotNull         bool
+	Default         string           // pg_get_expr of the default; "" when none; for a generated column, its expression
+	Generated       bool             // GENERATED ALWAYS AS (Default) STORED
+	Identity        string           // "" , "a" (ALWAYS) or "d" (BY DEFAULT)
+	IdentityOptions *SequenceOptions // the identity sequence's parameters, when Identity != ""
+	Comment         string
+}
+
+// ConstraintType is pg_constraint.contype.
+type ConstraintType string
+
+const (
+	PrimaryKey ConstraintType = "p"
+	Unique     ConstraintType = "u"
+	Check      ConstraintType = "c"
+	ForeignKey ConstraintType = "f"
+	Exclusion  ConstraintType = "x"
+)
+
+// Constraint is a table constraint that is declared on the table itself
+// (inherited copies on partitions are not listed). NOT NULL is a column
+// property, not a constraint, in the model.
+type Constraint struct {
+	Schema     string
+	Table      string
+	Name       string
+	Type       ConstraintType
+	Definition string // pg_get_constraintdef, e.g. "FOREIGN KEY (a) REFERENCES t(id) ON DELETE CASCADE"
+	Deferrable bool
+	Deferred   bool
+	// Columns are the constrained columns, for hazard wording and to tie the
+	// constraint to its columns when they change.
+	Columns []string
+	// RefTable is the referenced table of a foreign key.
+	RefTable *ObjectName
+	Comment  string
+}
+
+// Index is an index that does not implement a constraint (those belong to
+// their Constraint). Indexes on partitions that are attached to a parent
+// index are not listed: the parent creates them.
+type Index struct {
+	Schema     string
+	Table      string // the table or materialized view it is on
+	Name       string
+	Definition string // pg_get_indexdef, e.g. "CREATE UNIQUE INDEX i ON public.t USING btree (a) WHERE (b > 0)"
+	Comment    string
+}
+
+// View is a view or a materialized view.
+type View struct {
+	Schema       string
+	Name         string
+	Materialized bool
+	Definition   string   // pg_get_viewdef, the SELECT
+	Options      []string // reloptions, e.g. "security_barrier=true"
+	Columns      []ViewColumn
+	Comment      string
+}
+
+// ViewColumn records a view's output columns, whose comments are managed.
+type ViewColumn struct {
+	Name    string
+	Type    string
+	Comment string
+}
+
+// Function is a function or procedure.
+type Function struct {
+	Schema    string
+	Name      string
+	Procedure bool
+	// IdentityArgs is pg_get_function_identity_arguments: what tells overloads apart.
+	IdentityArgs string
+	// Result is pg_get_function_result ("" for a procedure): a change needs a
+	// drop, CREATE OR REPLACE cannot change it.
+	Result string
+	// Definition is pg_get_functiondef: a complete CREATE OR REPLACE statement.
+	Definition string
+	Comment    string
+}
+
+// Trigger is a trigger on a table (internal triggers, such as those behind
+// foreign keys, are not listed; nor are clones on partitions).
+type Trigger struct {
+	Schema     string
+	Table      string
+	Name       string
+	Definition string // pg_get_triggerdef
+	Comment    string
+}
+
+// ObjectID returns the IDs the model uses for each object; a convenience for
+// the diff and for tests.
+func (s Schema) ID() ID    { return ID{Kind: KindSchema, Name: s.Name} }
+func (e Extension) ID() ID { return ID{Kind: KindExtension, Name: e.Name} }
+func (e Enum) ID() ID      { return ID{Kind: KindEnum, Schema: e.Schema, Name: e.Name} }
+func (d Domain) ID() ID    { return ID{Kind: KindDomain, Schema: d.Schema, Name: d.Name} }
+func (c Composite) ID() ID { return ID{Kind: KindComposite, Schema: c.Schema, Name: c.Name} }
+func (s Sequence) ID() ID  { return ID{Kind: KindSequence, Schema: s.Schema, Name: s.Name} }
+func (t Table) ID() ID     { return ID{Kind: KindTable, Schema: t.Schema, Name: t.Name} }
+func (i Index) ID() ID     { return ID{Kind: KindIndex, Schema: i.Schema, Name: i.Name} }
+func (c Constraint) ID() ID {
+	return ID{Kind: KindConstraint, Schema: c.Schema, Name: c.Table, Sub: c.Name}
+}
+func (t Trigger) ID() ID { return ID{Kind: KindTrigger, Schema: t.Schema, Name: t.Table, Sub: t.Name} }
+func (v View) ID() ID {
+	k := KindView
+	if v.Materialized {
+		k = KindMatView
+	}
+	return ID{Kind: k, Schema: v.Schema, Name: v.Name}
+}
+func (f Function) ID() ID {
+	k := KindFunction
+	if f.Procedure {
+		k = KindProcedure
+	}
+	return ID{Kind: k, Schema: f.Schema, Name: f.Name, Sub: f.IdentityArgs}
+}
+
+// ColumnID is the ID of column col of table t.
+func ColumnID(schema, table, col string) ID {
+	return ID{Kind: KindColumn, Schema: schema, Name: table, Sub: col}
+}
