@@ -2,7 +2,16 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SourceFile is one declared SQL file, in load order.
@@ -26,5 +35,206 @@ type PlanRequest struct {
 // database, inspects both with the same code and returns the plan between
 // them. It writes nothing to the target.
 func PlanSchema(ctx context.Context, req PlanRequest) (*Plan, error) {
-	panic("not implemented yet")
+	live, err := inspectTarget(ctx, req.TargetURL, req.Schemas)
+	if err != nil {
+		return nil, err
+	}
+	devServer := req.DevURL
+	if devServer == "" {
+		devServer = req.TargetURL
+	}
+	desired, err := LoadDesired(ctx, devServer, req.Files, req.Schemas)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := Diff(live, desired)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{Statements: stmts, Destructive: destructive(stmts), LockTimeout: req.LockTimeout}, nil
+}
+
+func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, error) {
+	conn, err := Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	m, err := Inspect(ctx, conn, schemas)
+	if err != nil {
+		return nil, where(err, "target database")
+	}
+	return m, nil
+}
+
+func where(err error, place string) error {
+	var u *UnsupportedError
+	if errors.As(err, &u) {
+		u.Where = place
+	}
+	return err
+}
+
+// ConnectError is a failed connection, described without the URL (which
+// may hold a password).
+type ConnectError struct {
+	Database, User, Host string
+	Reason               string
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot connect to database %q on %s as role %q: %s", e.Database, e.Host, e.User, e.Reason)
+}
+
+func (e *ConnectError) Unwrap() error { return ErrConnect }
+
+// Connect opens a session with search_path set to pg_catalog only, so that
+// everything the catalog functions print is schema-qualified.
+func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		// The parse error repeats the URL: say what is wrong without it.
+		return nil, fmt.Errorf("%w: the database URL is not a valid PostgreSQL connection string", ErrConnect)
+	}
+	cfg.RuntimeParams["search_path"] = "pg_catalog"
+	cfg.RuntimeParams["application_name"] = "ptah"
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, connectError(cfg, err)
+	}
+	return conn, nil
+}
+
+func connectError(cfg *pgx.ConnConfig, err error) error {
+	reason := err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		reason = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+	} else if inner := errors.Unwrap(err); inner != nil {
+		reason = inner.Error()
+	}
+	if cfg.Password != "" {
+		reason = strings.ReplaceAll(reason, cfg.Password, "********")
+	}
+	host := cfg.Host
+	if cfg.Port != 0 && !strings.HasPrefix(host, "/") {
+		host = fmt.Sprintf("%s:%d", host, cfg.Port)
+	}
+	return &ConnectError{Database: cfg.Database, User: cfg.User, Host: host, Reason: reason}
+}
+
+// LoadDesired creates a temporary dev database on the server at serverURL,
+// runs the declared files in it, inspects it and drops it.
+func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string) (*Model, error) {
+	admin, err := Connect(ctx, serverURL)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	name := "ptah_dev_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		return nil, devDatabaseError(admin.Config().User, err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}()
+
+	cfg := admin.Config().Copy()
+	cfg.Database = name
+	delete(cfg.RuntimeParams, "search_path") // the files run as a user would run them
+	dev, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, connectError(cfg, err)
+	}
+	defer dev.Close(context.Background())
+	for _, f := range files {
+		if _, err := dev.Exec(ctx, f.SQL); err != nil {
+			return nil, loadError(f, err)
+		}
+	}
+	if _, err := dev.Exec(ctx, "RESET ALL; SET search_path TO pg_catalog"); err != nil {
+		return nil, fmt.Errorf("preparing the dev database: %w", err)
+	}
+	if err := checkScope(ctx, dev, schemas); err != nil {
+		return nil, err
+	}
+	m, err := Inspect(ctx, dev, schemas)
+	if err != nil {
+		return nil, where(err, "declared schema")
+	}
+	return m, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func devDatabaseError(role string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("%w: role %q may not create databases on this server; grant it CREATEDB, or pass --dev-url to a server where it may", ErrDevDatabase, role)
+	}
+	return fmt.Errorf("%w: %v", ErrDevDatabase, err)
+}
+
+func loadError(f SourceFile, err error) error {
+	e := &LoadError{File: f.Name, Message: err.Error()}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		e.Message = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+		if pgErr.Detail != "" {
+			e.Message += "\n" + pgErr.Detail
+		}
+		if pgErr.Position > 0 {
+			e.Line, e.Column = position(f.SQL, int(pgErr.Position))
+		}
+	}
+	return e
+}
+
+// position turns PostgreSQL's 1-based character offset into a line and column.
+func position(text string, offset int) (line, col int) {
+	line, col = 1, 1
+	for i := 0; i < len(text) && offset > 1; offset-- {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// checkScope refuses declared objects in schemas ptah was not told to
+// manage: they would be silently ignored otherwise.
+func checkScope(ctx context.Context, conn *pgx.Conn, schemas []string) error {
+	rows, err := conn.Query(ctx, `
+SELECT n.nspname FROM pg_namespace n
+WHERE n.nspname <> ALL($1) AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
+  AND (n.nspname <> 'public'
+       OR EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid)
+       OR EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid)
+       OR EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid))
+ORDER BY 1`, schemas)
+	if err != nil {
+		return fmt.Errorf("reading the dev database's schemas: %w", err)
+	}
+	outside, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("reading the dev database's schemas: %w", err)
+	}
+	if len(outside) > 0 {
+		return fmt.Errorf("%w: the declared files create schema(s) %s, which spec.schemas (%s) does not list; add them to spec.schemas or remove them from the files",
+			ErrScope, strings.Join(outside, ", "), strings.Join(schemas, ", "))
+	}
+	return nil
 }

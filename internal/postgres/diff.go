@@ -1,0 +1,595 @@
+package postgres
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Diff returns the ordered statements that take a database whose managed
+// scope is live to one whose managed scope is desired. It is pure: both
+// models were read by Inspect, and nothing here touches a database.
+//
+// The plan is built as a graph. Every object that changes gets up to two
+// nodes: a drop node (it, or the part of it that must go first) and a
+// forward node (its creation or in-place alteration). Edges come from the
+// dependencies PostgreSQL recorded in both databases: a dependent is dropped
+// before what it depends on, and created after. A topological sort, with a
+// stable tie-break by kind and name, gives the order.
+func Diff(live, desired *Model) ([]Statement, error) {
+	d := newDiffer(live, desired)
+	d.classify()
+	d.propagate()
+	d.emit()
+	d.connect()
+	return d.sort()
+}
+
+type nodeKey struct {
+	id   ID
+	drop bool
+	// step separates extra nodes of one object (a replaced type's final drop,
+	// a sequence's OWNED BY) from its main drop and forward nodes.
+	step string
+}
+
+type node struct {
+	key   nodeKey
+	seq   int // insertion order, the last tie-break
+	stmts []Statement
+}
+
+// objects indexes one model by ID.
+type objects struct {
+	m       *Model
+	byID    map[ID]any
+	columns map[ID]Column
+	deps    []Dep
+}
+
+func indexModel(m *Model) objects {
+	o := objects{m: m, byID: map[ID]any{}, columns: map[ID]Column{}}
+	put := func(id ID, v any) { o.byID[id] = v }
+	for _, x := range m.Schemas {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Extensions {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Enums {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Domains {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Composites {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Sequences {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Tables {
+		put(x.ID(), x)
+		for _, c := range x.Columns {
+			id := ColumnID(x.Schema, x.Name, c.Name)
+			put(id, c)
+			o.columns[id] = c
+		}
+	}
+	for _, x := range m.Constraints {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Indexes {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Views {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Functions {
+		put(x.ID(), x)
+	}
+	for _, x := range m.Triggers {
+		put(x.ID(), x)
+	}
+	// A serial column's default needs its sequence and the sequence is owned
+	// by the column: ownership is set by a separate statement once both
+	// exist, so it is not an ordering dependency.
+	owned := map[Dep]bool{}
+	for _, s := range m.Sequences {
+		if s.OwnedBy != nil {
+			owned[Dep{Object: s.ID(), RefObject: ColumnID(s.OwnedBy.Schema, s.OwnedBy.Table, s.OwnedBy.Column)}] = true
+			owned[Dep{Object: s.ID(), RefObject: ID{Kind: KindTable, Schema: s.OwnedBy.Schema, Name: s.OwnedBy.Table}}] = true
+		}
+	}
+	for _, dep := range m.Deps {
+		if !owned[dep] && dep.Object != dep.RefObject {
+			o.deps = append(o.deps, dep)
+		}
+	}
+	return o
+}
+
+type differ struct {
+	live, desired objects
+
+	// dropped: live objects that go away, for good or to be created again.
+	dropped map[ID]bool
+	// replaced: enums and domains swapped for a new type of the same name,
+	// their columns converted in place.
+	replaced map[ID]bool
+	// converted: columns whose type changes in place (their dependents that
+	// PostgreSQL cannot carry across the change are recreated).
+	converted map[ID]bool
+	// resetDefault: columns whose default must be dropped before something
+	// it uses goes away, and set again after.
+	resetDefault map[ID]bool
+	// created: tables made by this plan; work on them carries no hazards.
+	created map[ID]bool
+
+	nodes map[nodeKey]*node
+	alias map[nodeKey]nodeKey
+	edges map[nodeKey]map[nodeKey]bool
+	extra [][2]nodeKey // orderings emit knows of, applied by connect
+}
+
+func newDiffer(live, desired *Model) *differ {
+	return &differ{
+		live: indexModel(live), desired: indexModel(desired),
+		dropped: map[ID]bool{}, replaced: map[ID]bool{}, converted: map[ID]bool{},
+		resetDefault: map[ID]bool{}, created: map[ID]bool{},
+		nodes: map[nodeKey]*node{}, alias: map[nodeKey]nodeKey{}, edges: map[nodeKey]map[nodeKey]bool{},
+	}
+}
+
+// classify decides, object by object, what must be dropped outright: what
+// the desired state lacks, and what cannot be altered into its desired form.
+func (d *differ) classify() {
+	for id, lv := range d.live.byID {
+		dv, ok := d.desired.byID[id]
+		if !ok {
+			d.dropped[id] = true
+			continue
+		}
+		switch l := lv.(type) {
+		case Table:
+			if tableNeedsRecreate(l, dv.(Table)) {
+				d.dropped[id] = true
+			}
+		case Column:
+			if columnNeedsRecreate(l, dv.(Column)) {
+				d.dropped[id] = true
+			} else if l.Type != dv.(Column).Type || l.Collation != dv.(Column).Collation {
+				d.converted[id] = true
+			}
+		case Constraint:
+			c := dv.(Constraint)
+			if l.Definition != c.Definition || l.Type != c.Type || l.Deferrable != c.Deferrable || l.Deferred != c.Deferred {
+				d.dropped[id] = true
+			}
+		case Index:
+			if l.Definition != dv.(Index).Definition {
+				d.dropped[id] = true
+			}
+		case View:
+			v := dv.(View)
+			if l.Definition != v.Definition || strings.Join(l.Options, ",") != strings.Join(v.Options, ",") || !sameViewColumns(l.Columns, v.Columns) {
+				d.dropped[id] = true
+			}
+		case Function:
+			if !canReplaceFunction(l, dv.(Function)) {
+				d.dropped[id] = true
+			}
+		case Trigger:
+			if l.Definition != dv.(Trigger).Definition {
+				d.dropped[id] = true
+			}
+		case Enum:
+			if _, ok := addedLabels(l.Labels, dv.(Enum).Labels); !ok {
+				d.replaced[id] = true
+			}
+		case Domain:
+			n := dv.(Domain)
+			if l.BaseType != n.BaseType || l.Collation != n.Collation {
+				d.replaced[id] = true
+			}
+		case Extension:
+			if l.Schema != dv.(Extension).Schema {
+				d.dropped[id] = true
+			}
+		}
+	}
+	// Everything on a dropped table goes with it.
+	for id := range d.live.byID {
+		if t, ok := d.live.owner(id); ok && d.dropped[t] {
+			d.dropped[id] = true
+		}
+	}
+}
+
+func tableNeedsRecreate(l, n Table) bool {
+	return l.PartitionKey != n.PartitionKey ||
+		!sameName(l.PartitionOf, n.PartitionOf) || l.PartitionBound != n.PartitionBound
+}
+
+func columnNeedsRecreate(l, n Column) bool {
+	// PostgreSQL 15 cannot change a generation expression in place, nor
+	// turn a regular column into a generated one.
+	return l.Generated != n.Generated || (n.Generated && l.Default != n.Default)
+}
+
+func sameName(a, b *ObjectName) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func sameViewColumns(a, b []ViewColumn) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Type != b[i].Type {
+			return false
+		}
+	}
+	return true
+}
+
+// canReplaceFunction reports whether CREATE OR REPLACE can turn l into n:
+// it cannot change the result type, nor argument names or defaults, which
+// pg_get_functiondef prints on its first line.
+func canReplaceFunction(l, n Function) bool {
+	return l.Result == n.Result && firstLine(l.Definition) == firstLine(n.Definition)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// addedLabels returns the labels n adds to l when l's labels appear in n in
+// the same order, so that ALTER TYPE ... ADD VALUE reaches n.
+func addedLabels(l, n []string) ([]string, bool) {
+	i := 0
+	var added []string
+	for _, label := range n {
+		if i < len(l) && l[i] == label {
+			i++
+			continue
+		}
+		added = append(added, label)
+	}
+	return added, i == len(l)
+}
+
+// owner returns the table, view or materialized view an object lives on.
+func (o objects) owner(id ID) (ID, bool) {
+	var name string
+	switch v := o.byID[id].(type) {
+	case Column, Constraint, Trigger:
+		name = id.Name
+	case Index:
+		name = v.Table
+	default:
+		return ID{}, false
+	}
+	for _, k := range []Kind{KindTable, KindView, KindMatView} {
+		t := ID{Kind: k, Schema: id.Schema, Name: name}
+		if _, ok := o.byID[t]; ok {
+			return t, true
+		}
+	}
+	return ID{}, false
+}
+
+// propagate extends the drops to everything that depends on what is
+// dropped, replaced or converted, until nothing changes.
+func (d *differ) propagate() {
+	for changed := true; changed; {
+		changed = false
+		for _, dep := range d.live.deps {
+			x, y := dep.Object, dep.RefObject
+			if d.dropped[x] {
+				continue
+			}
+			if d.affects(x, y) {
+				changed = true
+			}
+		}
+	}
+}
+
+// affects applies what a change to y means for x, which depends on it, and
+// reports whether it marked anything new.
+func (d *differ) affects(x, y ID) bool {
+	mark := func(m map[ID]bool, id ID) bool {
+		if m[id] {
+			return false
+		}
+		m[id] = true
+		return true
+	}
+	switch {
+	case d.dropped[y]:
+		if x.Kind == KindColumn && !d.live.columns[x].Generated {
+			return mark(d.resetDefault, x)
+		}
+		if x.Kind == KindSequence && y.Kind == KindColumn {
+			return false // an owned sequence, handled by the ownership edge
+		}
+		return mark(d.dropped, x)
+	case d.replaced[y]:
+		if x.Kind == KindColumn {
+			if d.columnIsOfType(x, y) {
+				return mark(d.converted, x)
+			}
+			if !d.live.columns[x].Generated {
+				return mark(d.resetDefault, x)
+			}
+		}
+		return mark(d.dropped, x)
+	case d.converted[y]:
+		// ALTER COLUMN TYPE rebuilds indexes and constraints itself; views,
+		// triggers and generated columns that read the column must go.
+		switch x.Kind {
+		case KindIndex, KindConstraint, KindSequence:
+			return false
+		case KindColumn:
+			if !d.live.columns[x].Generated {
+				return false
+			}
+		}
+		return mark(d.dropped, x)
+	}
+	return false
+}
+
+func (d *differ) columnIsOfType(col, typ ID) bool {
+	t := strings.TrimSuffix(d.live.columns[col].Type, "[]")
+	return t == qname(typ.Schema, typ.Name) || t == typ.Schema+"."+typ.Name
+}
+
+// Node bookkeeping.
+
+func (d *differ) resolve(k nodeKey) nodeKey {
+	for {
+		a, ok := d.alias[k]
+		if !ok {
+			return k
+		}
+		k = a
+	}
+}
+
+func (d *differ) add(k nodeKey, stmts ...Statement) {
+	k = d.resolve(k)
+	n, ok := d.nodes[k]
+	if !ok {
+		n = &node{key: k, seq: len(d.nodes)}
+		d.nodes[k] = n
+	}
+	n.stmts = append(n.stmts, stmts...)
+}
+
+func (d *differ) has(k nodeKey) bool {
+	_, ok := d.nodes[d.resolve(k)]
+	return ok
+}
+
+// before orders a before b when both nodes exist.
+func (d *differ) before(a, b nodeKey) {
+	a, b = d.resolve(a), d.resolve(b)
+	if a == b || !d.has(a) || !d.has(b) {
+		return
+	}
+	if d.edges[a] == nil {
+		d.edges[a] = map[nodeKey]bool{}
+	}
+	d.edges[a][b] = true
+}
+
+func dropKey(id ID) nodeKey { return nodeKey{id: id, drop: true} }
+func fwdKey(id ID) nodeKey  { return nodeKey{id: id} }
+
+// emit creates the nodes and their statements.
+func (d *differ) emit() {
+	// Parents first, so that children can alias into their nodes.
+	for _, id := range sortedIDs(d.live.byID) {
+		if d.dropped[id] {
+			d.emitDrop(id, d.live.byID[id])
+		} else if d.resetDefault[id] {
+			c := d.live.columns[id]
+			if c.Default != "" {
+				d.add(dropKey(id), stmt(alterColumn(id)+" DROP DEFAULT"))
+			}
+		}
+		if d.replaced[id] {
+			d.emitReplaceStart(id)
+		}
+	}
+	for _, id := range sortedIDs(d.desired.byID) {
+		dv := d.desired.byID[id]
+		lv, inLive := d.live.byID[id]
+		if !inLive || d.dropped[id] {
+			d.emitCreate(id, dv)
+			continue
+		}
+		d.emitAlter(id, lv, dv)
+	}
+}
+
+func sortedIDs(m map[ID]any) []ID {
+	ids := make([]ID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return idLess(ids[i], ids[j]) })
+	return ids
+}
+
+func idLess(a, b ID) bool {
+	if ra, rb := kindRank(a.Kind), kindRank(b.Kind); ra != rb {
+		return ra < rb
+	}
+	if a.Schema != b.Schema {
+		return a.Schema < b.Schema
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Sub < b.Sub
+}
+
+// kindRank is the natural creation order when dependencies leave a choice.
+func kindRank(k Kind) int {
+	switch k {
+	case KindSchema:
+		return 0
+	case KindExtension:
+		return 1
+	case KindEnum, KindDomain, KindComposite:
+		return 2
+	case KindSequence:
+		return 3
+	case KindFunction, KindProcedure:
+		return 4
+	case KindTable:
+		return 5
+	case KindColumn:
+		return 6
+	case KindConstraint:
+		return 7
+	case KindIndex:
+		return 8
+	case KindView:
+		return 9
+	case KindMatView:
+		return 10
+	case KindTrigger:
+		return 11
+	}
+	return 12
+}
+
+func stmt(sql string, hazards ...Hazard) Statement {
+	return Statement{SQL: sql, Hazards: hazards}
+}
+
+// connect adds the ordering edges.
+func (d *differ) connect() {
+	for _, dep := range d.live.deps {
+		x, y := dep.Object, dep.RefObject
+		// A dependent leaves before what it depends on changes or goes.
+		d.before(dropKey(x), dropKey(y))
+		d.before(dropKey(x), fwdKey(y))
+		d.before(dropKey(x), nodeKey{id: y, step: stepFinish})
+		// An object altered away from y does so before y goes for good. (When
+		// y is created again, x was dropped or reset by propagate instead.)
+		if !d.dropped[x] {
+			if _, recreated := d.desired.byID[y]; !recreated {
+				d.before(fwdKey(x), dropKey(y))
+			}
+			d.before(fwdKey(x), nodeKey{id: y, step: stepFinish})
+		}
+	}
+	for _, dep := range d.desired.deps {
+		x, y := dep.Object, dep.RefObject
+		d.before(fwdKey(y), fwdKey(x))
+		d.before(fwdKey(y), nodeKey{id: x, step: stepOwner})
+	}
+	for _, e := range d.extra {
+		d.before(e[0], e[1])
+	}
+	for k := range d.nodes {
+		id := k.id
+		d.before(dropKey(id), fwdKey(id))
+		d.before(fwdKey(id), nodeKey{id: id, step: stepFinish})
+		if t, ok := d.desired.owner(id); ok {
+			d.before(fwdKey(t), fwdKey(id))
+		}
+		if t, ok := d.live.owner(id); ok {
+			d.before(dropKey(id), dropKey(t))
+		}
+		if id.Schema != "" {
+			s := ID{Kind: KindSchema, Name: id.Schema}
+			d.before(fwdKey(s), k)
+			d.before(k, dropKey(s))
+		}
+	}
+}
+
+// sort orders the nodes topologically: among the nodes whose predecessors
+// are done, drops come first (dependents' kinds first), then forward nodes
+// in kind order, then by name.
+func (d *differ) sort() ([]Statement, error) {
+	indeg := map[nodeKey]int{}
+	for _, succ := range d.edges {
+		for b := range succ {
+			indeg[b]++
+		}
+	}
+	var ready []*node
+	for k, n := range d.nodes {
+		if indeg[k] == 0 {
+			ready = append(ready, n)
+		}
+	}
+	var out []Statement
+	done := 0
+	for len(ready) > 0 {
+		sort.Slice(ready, func(i, j int) bool { return nodeLess(ready[i], ready[j]) })
+		n := ready[0]
+		ready = ready[1:]
+		done++
+		out = append(out, n.stmts...)
+		for b := range d.edges[n.key] {
+			if indeg[b]--; indeg[b] == 0 {
+				ready = append(ready, d.nodes[b])
+			}
+		}
+	}
+	if done != len(d.nodes) {
+		var stuck []string
+		for k := range d.nodes {
+			if indeg[k] > 0 {
+				stuck = append(stuck, describe(k.id))
+			}
+		}
+		sort.Strings(stuck)
+		return nil, fmt.Errorf("cannot order the changes: circular dependency among %s", strings.Join(stuck, ", "))
+	}
+	return out, nil
+}
+
+func nodeLess(a, b *node) bool {
+	if a.key.drop != b.key.drop {
+		return a.key.drop
+	}
+	ra, rb := kindRank(a.key.id.Kind), kindRank(b.key.id.Kind)
+	if a.key.drop {
+		ra, rb = -ra, -rb
+	}
+	if ra != rb {
+		return ra < rb
+	}
+	if a.key.id != b.key.id {
+		return idLess(a.key.id, b.key.id)
+	}
+	return a.key.step < b.key.step
+}
+
+// describe names an object for people: `table public.users`.
+func describe(id ID) string {
+	switch id.Kind {
+	case KindSchema, KindExtension:
+		return string(id.Kind) + " " + ident(id.Name)
+	case KindColumn:
+		return "column " + qname(id.Schema, id.Name) + "." + ident(id.Sub)
+	case KindConstraint, KindTrigger:
+		return string(id.Kind) + " " + ident(id.Sub) + " on " + qname(id.Schema, id.Name)
+	case KindFunction, KindProcedure:
+		return string(id.Kind) + " " + qname(id.Schema, id.Name) + "(" + id.Sub + ")"
+	}
+	return string(id.Kind) + " " + qname(id.Schema, id.Name)
+}

@@ -1,0 +1,726 @@
+package postgres
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Extra node steps of one object.
+const (
+	stepFinish = "finish" // a replaced type: drop the old one once nothing uses it
+	stepOwner  = "owner"  // a sequence: OWNED BY, once its column exists
+)
+
+// replacedSuffix names the old type while its columns move to the new one.
+const replacedSuffix = "__ptah_old"
+
+func alterTable(schema, table string) string { return "ALTER TABLE " + qname(schema, table) }
+
+func alterColumn(col ID) string {
+	return alterTable(col.Schema, col.Name) + " ALTER COLUMN " + ident(col.Sub)
+}
+
+// tableIsNew reports whether this plan creates the table the object lives
+// on: work on an empty table carries no hazards.
+func (d *differ) tableIsNew(schema, table string) bool {
+	id := ID{Kind: KindTable, Schema: schema, Name: table}
+	_, inLive := d.live.byID[id]
+	return !inLive || d.dropped[id]
+}
+
+func (d *differ) emitDrop(id ID, obj any) {
+	if t, ok := d.live.owner(id); ok && d.dropped[t] && !isForeignKey(obj) {
+		d.alias[dropKey(id)] = dropKey(t)
+		return
+	}
+	if s, ok := obj.(Sequence); ok && s.OwnedBy != nil {
+		col := ColumnID(s.OwnedBy.Schema, s.OwnedBy.Table, s.OwnedBy.Column)
+		if d.dropped[col] {
+			// Dropping the owning column drops the sequence too.
+			d.alias[dropKey(id)] = dropKey(col)
+			return
+		}
+	}
+	switch o := obj.(type) {
+	case Schema:
+		d.add(dropKey(id), stmt("DROP SCHEMA "+ident(o.Name)))
+	case Extension:
+		d.add(dropKey(id), stmt("DROP EXTENSION "+ident(o.Name)))
+	case Enum, Composite:
+		d.add(dropKey(id), stmt("DROP TYPE "+qname(id.Schema, id.Name)))
+	case Domain:
+		d.add(dropKey(id), stmt("DROP DOMAIN "+qname(id.Schema, id.Name)))
+	case Sequence:
+		d.add(dropKey(id), stmt("DROP SEQUENCE "+qname(id.Schema, id.Name), HazardDeletesData))
+	case Table:
+		d.add(dropKey(id), stmt("DROP TABLE "+qname(id.Schema, id.Name), HazardDeletesData))
+	case Column:
+		hazards := []Hazard{HazardDeletesData}
+		if o.Generated {
+			hazards = nil // derived from other columns, recomputed on re-creation
+		}
+		d.add(dropKey(id), stmt(alterTable(id.Schema, id.Name)+" DROP COLUMN "+ident(o.Name), hazards...))
+	case Constraint:
+		d.add(dropKey(id), stmt(alterTable(o.Schema, o.Table)+" DROP CONSTRAINT "+ident(o.Name)))
+	case Index:
+		d.add(dropKey(id), stmt("DROP INDEX "+qname(o.Schema, o.Name)))
+	case View:
+		what := "VIEW"
+		if o.Materialized {
+			what = "MATERIALIZED VIEW"
+		}
+		d.add(dropKey(id), stmt("DROP "+what+" "+qname(o.Schema, o.Name)))
+	case Function:
+		d.add(dropKey(id), stmt("DROP "+routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")"))
+	case Trigger:
+		d.add(dropKey(id), stmt("DROP TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table)))
+	}
+}
+
+func isForeignKey(obj any) bool {
+	c, ok := obj.(Constraint)
+	return ok && c.Type == ForeignKey
+}
+
+func routineWord(f Function) string {
+	if f.Procedure {
+		return "PROCEDURE"
+	}
+	return "FUNCTION"
+}
+
+// emitReplaceStart moves a replaced enum or domain out of the way; the new
+// type is created under the name, columns are converted, then the old one
+// is dropped (stepFinish).
+func (d *differ) emitReplaceStart(id ID) {
+	word := "TYPE"
+	if id.Kind == KindDomain {
+		word = "DOMAIN"
+	}
+	d.add(dropKey(id), stmt(fmt.Sprintf("ALTER %s %s RENAME TO %s", word, qname(id.Schema, id.Name), ident(id.Name+replacedSuffix))))
+	d.add(nodeKey{id: id, step: stepFinish}, stmt(fmt.Sprintf("DROP %s %s", word, qname(id.Schema, id.Name+replacedSuffix))))
+	for col := range d.converted {
+		if d.columnIsOfType(col, id) {
+			d.extra = append(d.extra, [2]nodeKey{fwdKey(col), {id: id, step: stepFinish}})
+		}
+	}
+}
+
+func (d *differ) emitCreate(id ID, obj any) {
+	k := fwdKey(id)
+	switch o := obj.(type) {
+	case Schema:
+		d.add(k, stmt("CREATE SCHEMA "+ident(o.Name)))
+		d.comment(k, "SCHEMA "+ident(o.Name), "", o.Comment)
+	case Extension:
+		d.add(k, stmt(fmt.Sprintf("CREATE EXTENSION %s WITH SCHEMA %s", ident(o.Name), ident(o.Schema))))
+		d.comment(k, "EXTENSION "+ident(o.Name), "", o.Comment)
+	case Enum:
+		labels := make([]string, len(o.Labels))
+		for i, l := range o.Labels {
+			labels[i] = literal(l)
+		}
+		d.add(k, stmt(fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", qname(o.Schema, o.Name), strings.Join(labels, ", "))))
+		d.comment(k, "TYPE "+qname(o.Schema, o.Name), "", o.Comment)
+	case Domain:
+		d.add(k, stmt(createDomain(o)))
+		d.comment(k, "DOMAIN "+qname(o.Schema, o.Name), "", o.Comment)
+	case Composite:
+		attrs := make([]string, len(o.Attributes))
+		for i, a := range o.Attributes {
+			attrs[i] = attributeDef(a)
+		}
+		d.add(k, stmt(fmt.Sprintf("CREATE TYPE %s AS (%s)", qname(o.Schema, o.Name), strings.Join(attrs, ", "))))
+		d.comment(k, "TYPE "+qname(o.Schema, o.Name), "", o.Comment)
+	case Sequence:
+		d.add(k, stmt("CREATE SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
+		d.comment(k, "SEQUENCE "+qname(o.Schema, o.Name), "", o.Comment)
+		d.emitOwner(o, nil)
+	case Table:
+		d.created[id] = true
+		d.add(k, stmt(createTable(o)))
+		d.comment(k, "TABLE "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, c := range o.Columns {
+			col := ColumnID(o.Schema, o.Name, c.Name)
+			d.alias[fwdKey(col)] = k
+			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
+		}
+	case Column:
+		if d.tableIsNew(id.Schema, id.Name) {
+			return // part of CREATE TABLE
+		}
+		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), addColumnHazards(o)...))
+		d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(o.Name), "", o.Comment)
+	case Constraint:
+		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
+		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
+	case Index:
+		var hazards []Hazard
+		if !d.tableIsNew(o.Schema, o.Table) && !d.viewIsNew(o.Schema, o.Table) {
+			hazards = []Hazard{HazardBuildsIndex, HazardBlocksWrites}
+		}
+		d.add(k, stmt(strings.Replace(o.Definition, " ON ONLY ", " ON ", 1), hazards...))
+		d.comment(k, "INDEX "+qname(o.Schema, o.Name), "", o.Comment)
+	case View:
+		d.add(k, stmt(createView(o)))
+		what := viewWord(o)
+		d.comment(k, what+" "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, c := range o.Columns {
+			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
+		}
+	case Function:
+		d.add(k, stmt(strings.TrimSpace(o.Definition)))
+		d.comment(k, routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")", "", o.Comment)
+	case Trigger:
+		d.add(k, stmt(o.Definition))
+		d.comment(k, "TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
+	}
+}
+
+func (d *differ) viewIsNew(schema, name string) bool {
+	id := ID{Kind: KindMatView, Schema: schema, Name: name}
+	_, inLive := d.live.byID[id]
+	_, inDesired := d.desired.byID[id]
+	return inDesired && (!inLive || d.dropped[id])
+}
+
+func viewWord(v View) string {
+	if v.Materialized {
+		return "MATERIALIZED VIEW"
+	}
+	return "VIEW"
+}
+
+// comment sets a comment when it differs from what the object had.
+func (d *differ) comment(k nodeKey, target, old, new string) {
+	if old == new {
+		return
+	}
+	value := "NULL"
+	if new != "" {
+		value = literal(new)
+	}
+	d.add(k, stmt("COMMENT ON "+target+" IS "+value))
+}
+
+// emitOwner sets a sequence's OWNED BY once both it and the column exist.
+func (d *differ) emitOwner(s Sequence, old *ColumnRef) {
+	if sameColumnRef(s.OwnedBy, old) {
+		return
+	}
+	k := nodeKey{id: s.ID(), step: stepOwner}
+	owner := "NONE"
+	if c := s.OwnedBy; c != nil {
+		owner = qname(c.Schema, c.Table) + "." + ident(c.Column)
+		col := ColumnID(c.Schema, c.Table, c.Column)
+		d.extra = append(d.extra, [2]nodeKey{fwdKey(col), k}, [2]nodeKey{fwdKey(ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}), k})
+	}
+	d.add(k, stmt("ALTER SEQUENCE "+qname(s.Schema, s.Name)+" OWNED BY "+owner))
+	d.extra = append(d.extra, [2]nodeKey{fwdKey(s.ID()), k})
+}
+
+func sameColumnRef(a, b *ColumnRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func (d *differ) emitAlter(id ID, lv, dv any) {
+	k := fwdKey(id)
+	switch l := lv.(type) {
+	case Schema:
+		d.comment(k, "SCHEMA "+ident(l.Name), l.Comment, dv.(Schema).Comment)
+	case Extension:
+		n := dv.(Extension)
+		if l.Version != n.Version {
+			d.add(k, stmt(fmt.Sprintf("ALTER EXTENSION %s UPDATE TO %s", ident(n.Name), literal(n.Version))))
+		}
+		d.comment(k, "EXTENSION "+ident(l.Name), l.Comment, n.Comment)
+	case Enum:
+		d.alterEnum(k, l, dv.(Enum))
+	case Domain:
+		d.alterDomain(k, l, dv.(Domain))
+	case Composite:
+		d.alterComposite(k, l, dv.(Composite))
+	case Sequence:
+		n := dv.(Sequence)
+		if opts := changedSequenceOptions(l.Options, n.Options); opts != "" {
+			d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" "+opts))
+		}
+		d.comment(k, "SEQUENCE "+qname(n.Schema, n.Name), l.Comment, n.Comment)
+		d.emitOwner(n, l.OwnedBy)
+	case Table:
+		d.alterTable(k, l, dv.(Table))
+	case Column:
+		d.alterColumn(id, l, dv.(Column))
+	case Constraint:
+		n := dv.(Constraint)
+		d.comment(k, "CONSTRAINT "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
+	case Index:
+		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
+	case View:
+		n := dv.(View)
+		d.comment(k, viewWord(n)+" "+qname(n.Schema, n.Name), l.Comment, n.Comment)
+		for i, c := range n.Columns {
+			d.comment(k, "COLUMN "+qname(n.Schema, n.Name)+"."+ident(c.Name), l.Columns[i].Comment, c.Comment)
+		}
+	case Function:
+		n := dv.(Function)
+		if l.Definition != n.Definition {
+			d.add(k, stmt(strings.TrimSpace(n.Definition)))
+		}
+		d.comment(k, routineWord(n)+" "+qname(n.Schema, n.Name)+"("+n.IdentityArgs+")", l.Comment, n.Comment)
+	case Trigger:
+		n := dv.(Trigger)
+		d.comment(k, "TRIGGER "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
+	}
+}
+
+func (d *differ) alterEnum(k nodeKey, l, n Enum) {
+	name := qname(n.Schema, n.Name)
+	if d.replaced[l.ID()] {
+		d.emitCreate(l.ID(), n)
+		return
+	}
+	added, _ := addedLabels(l.Labels, n.Labels)
+	isNew := map[string]bool{}
+	for _, a := range added {
+		isNew[a] = true
+	}
+	for i, label := range n.Labels {
+		if !isNew[label] {
+			continue
+		}
+		where := ""
+		switch {
+		case i > 0:
+			where = " AFTER " + literal(n.Labels[i-1])
+		case len(n.Labels) > 1:
+			where = " BEFORE " + literal(n.Labels[1])
+		}
+		d.add(k, stmt("ALTER TYPE "+name+" ADD VALUE "+literal(label)+where))
+	}
+	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
+}
+
+func (d *differ) alterDomain(k nodeKey, l, n Domain) {
+	name := qname(n.Schema, n.Name)
+	if d.replaced[l.ID()] {
+		d.emitCreate(l.ID(), n)
+		return
+	}
+	if l.Default != n.Default {
+		if n.Default == "" {
+			d.add(k, stmt("ALTER DOMAIN "+name+" DROP DEFAULT"))
+		} else {
+			d.add(k, stmt("ALTER DOMAIN "+name+" SET DEFAULT "+n.Default))
+		}
+	}
+	if l.NotNull != n.NotNull {
+		if n.NotNull {
+			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", HazardMayFail))
+		} else {
+			d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
+		}
+	}
+	old := map[string]string{}
+	for _, c := range l.Constraints {
+		old[c.Name] = c.Definition
+	}
+	want := map[string]string{}
+	for _, c := range n.Constraints {
+		want[c.Name] = c.Definition
+	}
+	for _, c := range l.Constraints {
+		if def, ok := want[c.Name]; !ok || def != c.Definition {
+			d.add(k, stmt("ALTER DOMAIN "+name+" DROP CONSTRAINT "+ident(c.Name)))
+		}
+	}
+	for _, c := range n.Constraints {
+		if def, ok := old[c.Name]; !ok || def != c.Definition {
+			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, HazardMayFail))
+		}
+	}
+	d.comment(k, "DOMAIN "+name, l.Comment, n.Comment)
+}
+
+func (d *differ) alterComposite(k nodeKey, l, n Composite) {
+	name := qname(n.Schema, n.Name)
+	old := map[string]Attribute{}
+	for _, a := range l.Attributes {
+		old[a.Name] = a
+	}
+	want := map[string]bool{}
+	for _, a := range n.Attributes {
+		want[a.Name] = true
+	}
+	for _, a := range l.Attributes {
+		if !want[a.Name] {
+			d.add(k, stmt("ALTER TYPE "+name+" DROP ATTRIBUTE "+ident(a.Name), HazardDeletesData))
+		}
+	}
+	for _, a := range n.Attributes {
+		o, ok := old[a.Name]
+		switch {
+		case !ok:
+			d.add(k, stmt("ALTER TYPE "+name+" ADD ATTRIBUTE "+attributeDef(a)))
+		case o.Type != a.Type || o.Collation != a.Collation:
+			def := a.Type
+			if a.Collation != "" {
+				def += " COLLATE " + a.Collation
+			}
+			d.add(k, stmt("ALTER TYPE "+name+" ALTER ATTRIBUTE "+ident(a.Name)+" TYPE "+def, HazardMayFail))
+		}
+	}
+	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
+}
+
+func (d *differ) alterTable(k nodeKey, l, n Table) {
+	name := qname(n.Schema, n.Name)
+	if l.Unlogged != n.Unlogged {
+		mode := "LOGGED"
+		if n.Unlogged {
+			mode = "UNLOGGED"
+		}
+		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, HazardRewritesTable, HazardBlocksWrites))
+	}
+	if set, reset := optionChanges(l.Options, n.Options); set != "" || reset != "" {
+		if reset != "" {
+			d.add(k, stmt(alterTable(n.Schema, n.Name)+" RESET ("+reset+")"))
+		}
+		if set != "" {
+			d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET ("+set+")"))
+		}
+	}
+	d.comment(k, "TABLE "+name, l.Comment, n.Comment)
+}
+
+// optionChanges compares reloptions ("key=value") and returns what to SET
+// and what to RESET.
+func optionChanges(l, n []string) (set, reset string) {
+	old := map[string]string{}
+	for _, o := range l {
+		key, val, _ := strings.Cut(o, "=")
+		old[key] = val
+	}
+	want := map[string]bool{}
+	var sets, resets []string
+	for _, o := range n {
+		key, val, _ := strings.Cut(o, "=")
+		want[key] = true
+		if v, ok := old[key]; !ok || v != val {
+			sets = append(sets, o)
+		}
+	}
+	for _, o := range l {
+		key, _, _ := strings.Cut(o, "=")
+		if !want[key] {
+			resets = append(resets, key)
+		}
+	}
+	return strings.Join(sets, ", "), strings.Join(resets, ", ")
+}
+
+func (d *differ) alterColumn(id ID, l, n Column) {
+	k := fwdKey(id)
+	oldDefault := l.Default
+	if d.resetDefault[id] {
+		oldDefault = "" // dropped by the column's drop node
+	}
+	if l.Identity != "" && n.Identity == "" {
+		d.add(k, stmt(alterColumn(id)+" DROP IDENTITY"))
+	}
+	if d.converted[id] {
+		if oldDefault != "" {
+			d.add(k, stmt(alterColumn(id)+" DROP DEFAULT"))
+			oldDefault = ""
+		}
+		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, l, n), d.conversionHazards(l, n)...))
+	}
+	if oldDefault != n.Default && !n.Generated {
+		if n.Default == "" {
+			d.add(k, stmt(alterColumn(id)+" DROP DEFAULT"))
+		} else {
+			d.add(k, stmt(alterColumn(id)+" SET DEFAULT "+n.Default))
+		}
+	}
+	if l.NotNull != n.NotNull {
+		if n.NotNull {
+			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", HazardMayFail, HazardBlocksWrites))
+		} else {
+			d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
+		}
+	}
+	switch {
+	case n.Identity != "" && l.Identity == "":
+		d.add(k, stmt(alterColumn(id)+" ADD "+identityClause(n)))
+	case n.Identity != "" && l.Identity != n.Identity:
+		d.add(k, stmt(alterColumn(id)+" SET GENERATED "+identityWord(n.Identity)))
+	}
+	if n.Identity != "" && l.Identity != "" && l.IdentityOptions != nil && n.IdentityOptions != nil {
+		if opts := changedSequenceOptions(*l.IdentityOptions, *n.IdentityOptions); opts != "" {
+			d.add(k, stmt(alterColumn(id)+" "+identitySetOptions(*l.IdentityOptions, *n.IdentityOptions)))
+		}
+	}
+	d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(id.Sub), l.Comment, n.Comment)
+}
+
+// conversion is the USING expression that turns the old value into the new type.
+func (d *differ) conversion(id ID, l, n Column) string {
+	col := ident(id.Sub)
+	for typ := range d.replaced {
+		if d.columnIsOfType(id, typ) {
+			if strings.HasSuffix(n.Type, "[]") {
+				return col + "::text[]::" + n.Type
+			}
+			return col + "::text::" + n.Type
+		}
+	}
+	return col + "::" + n.Type
+}
+
+// conversionHazards: widening a varchar, or a varchar to text, is a catalog
+// change; any other type change rewrites the table and may fail on values.
+func (d *differ) conversionHazards(l, n Column) []Hazard {
+	if binaryCoercible(l.Type, n.Type) && l.Collation == n.Collation {
+		return []Hazard{HazardBlocksWrites}
+	}
+	return []Hazard{HazardRewritesTable, HazardBlocksWrites, HazardMayFail}
+}
+
+func binaryCoercible(from, to string) bool {
+	const vc = "character varying"
+	if !strings.HasPrefix(from, vc) {
+		return false
+	}
+	if to == "text" || to == vc {
+		return true
+	}
+	var a, b int
+	if _, err := fmt.Sscanf(from, vc+"(%d)", &a); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(to, vc+"(%d)", &b); err != nil {
+		return false
+	}
+	return b >= a
+}
+
+func addColumnHazards(c Column) []Hazard {
+	switch {
+	case c.Generated || c.Identity != "":
+		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
+	case c.Default != "" && volatileDefault(c.Default):
+		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
+	case c.NotNull && c.Default == "":
+		return []Hazard{HazardMayFail}
+	}
+	return nil
+}
+
+// volatileDefault is a conservative guess: a default that calls a function
+// may be volatile, and a volatile default fills every existing row.
+func volatileDefault(expr string) bool {
+	return strings.Contains(expr, "(") && !strings.HasPrefix(expr, "'")
+}
+
+func (d *differ) constraintHazards(c Constraint) []Hazard {
+	if d.tableIsNew(c.Schema, c.Table) {
+		return nil
+	}
+	switch c.Type {
+	case PrimaryKey, Unique, Exclusion:
+		return []Hazard{HazardBuildsIndex, HazardBlocksWrites, HazardMayFail}
+	}
+	return []Hazard{HazardBlocksWrites, HazardMayFail}
+}
+
+func typeWithCollation(typ, collation string) string {
+	if collation != "" {
+		return typ + " COLLATE " + collation
+	}
+	return typ
+}
+
+func columnDef(c Column) string {
+	var b strings.Builder
+	b.WriteString(ident(c.Name) + " " + typeWithCollation(c.Type, c.Collation))
+	switch {
+	case c.Generated:
+		b.WriteString(" GENERATED ALWAYS AS (" + c.Default + ") STORED")
+	case c.Identity != "":
+		b.WriteString(" " + identityClause(c))
+	case c.Default != "":
+		b.WriteString(" DEFAULT " + c.Default)
+	}
+	if c.NotNull {
+		b.WriteString(" NOT NULL")
+	}
+	return b.String()
+}
+
+func identityWord(mode string) string {
+	if mode == "a" {
+		return "ALWAYS"
+	}
+	return "BY DEFAULT"
+}
+
+func identityClause(c Column) string {
+	s := "GENERATED " + identityWord(c.Identity) + " AS IDENTITY"
+	if c.IdentityOptions != nil {
+		if opts := changedSequenceOptions(defaultSequenceOptions(c.IdentityOptions.Type, c.IdentityOptions.Increment), *c.IdentityOptions); opts != "" {
+			s += " (" + opts + ")"
+		}
+	}
+	return s
+}
+
+func identitySetOptions(l, n SequenceOptions) string {
+	opts := changedSequenceOptions(l, n)
+	parts := strings.Split(opts, " ")
+	// ALTER COLUMN ... SET option [SET option]: prefix each option with SET.
+	var out []string
+	for i := 0; i < len(parts); i++ {
+		p := parts[i]
+		switch p {
+		case "AS":
+			i++ // an identity column's sequence type follows the column
+			continue
+		case "INCREMENT", "START", "NO":
+			out = append(out, "SET "+p+" "+parts[i+1]+" "+parts[i+2])
+			i += 2
+		case "MINVALUE", "MAXVALUE", "CACHE":
+			out = append(out, "SET "+p+" "+parts[i+1])
+			i++
+		case "CYCLE":
+			out = append(out, "SET CYCLE")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func defaultSequenceOptions(typ string, increment int64) SequenceOptions {
+	max := int64(math.MaxInt64)
+	switch typ {
+	case "integer":
+		max = math.MaxInt32
+	case "smallint":
+		max = math.MaxInt16
+	}
+	o := SequenceOptions{Type: typ, Start: 1, Increment: 1, Min: 1, Max: max, Cache: 1}
+	if increment < 0 {
+		o = SequenceOptions{Type: typ, Start: -1, Increment: increment, Min: -max - 1, Max: -1, Cache: 1}
+	}
+	o.Increment = increment
+	return o
+}
+
+func sequenceClause(o SequenceOptions) string {
+	cycle := "NO CYCLE"
+	if o.Cycle {
+		cycle = "CYCLE"
+	}
+	return fmt.Sprintf("AS %s INCREMENT BY %d MINVALUE %d MAXVALUE %d START WITH %d CACHE %d %s",
+		o.Type, o.Increment, o.Min, o.Max, o.Start, o.Cache, cycle)
+}
+
+// changedSequenceOptions lists the options of n that differ from l, in
+// ALTER SEQUENCE syntax; "" when none.
+func changedSequenceOptions(l, n SequenceOptions) string {
+	var parts []string
+	if l.Type != n.Type {
+		parts = append(parts, "AS "+n.Type)
+	}
+	if l.Increment != n.Increment {
+		parts = append(parts, fmt.Sprintf("INCREMENT BY %d", n.Increment))
+	}
+	if l.Min != n.Min {
+		parts = append(parts, fmt.Sprintf("MINVALUE %d", n.Min))
+	}
+	if l.Max != n.Max {
+		parts = append(parts, fmt.Sprintf("MAXVALUE %d", n.Max))
+	}
+	if l.Start != n.Start {
+		parts = append(parts, fmt.Sprintf("START WITH %d", n.Start))
+	}
+	if l.Cache != n.Cache {
+		parts = append(parts, fmt.Sprintf("CACHE %d", n.Cache))
+	}
+	if l.Cycle != n.Cycle {
+		if n.Cycle {
+			parts = append(parts, "CYCLE")
+		} else {
+			parts = append(parts, "NO CYCLE")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func createTable(t Table) string {
+	var b strings.Builder
+	b.WriteString("CREATE ")
+	if t.Unlogged {
+		b.WriteString("UNLOGGED ")
+	}
+	b.WriteString("TABLE " + qname(t.Schema, t.Name))
+	if t.PartitionOf != nil {
+		b.WriteString(" PARTITION OF " + qname(t.PartitionOf.Schema, t.PartitionOf.Name))
+		if len(t.Columns) > 0 {
+			cols := make([]string, len(t.Columns))
+			for i, c := range t.Columns {
+				cols[i] = ident(c.Name) + " WITH OPTIONS"
+				if c.Default != "" && !c.Generated {
+					cols[i] += " DEFAULT " + c.Default
+				}
+				if c.NotNull {
+					cols[i] += " NOT NULL"
+				}
+			}
+			b.WriteString(" (" + strings.Join(cols, ", ") + ")")
+		}
+		b.WriteString(" " + t.PartitionBound)
+	} else {
+		cols := make([]string, len(t.Columns))
+		for i, c := range t.Columns {
+			cols[i] = "\n    " + columnDef(c)
+		}
+		b.WriteString(" (" + strings.Join(cols, ",") + "\n)")
+	}
+	if t.PartitionKey != "" {
+		b.WriteString(" PARTITION BY " + t.PartitionKey)
+	}
+	if len(t.Options) > 0 {
+		b.WriteString(" WITH (" + strings.Join(t.Options, ", ") + ")")
+	}
+	return b.String()
+}
+
+func createDomain(o Domain) string {
+	s := "CREATE DOMAIN " + qname(o.Schema, o.Name) + " AS " + typeWithCollation(o.BaseType, o.Collation)
+	if o.Default != "" {
+		s += " DEFAULT " + o.Default
+	}
+	if o.NotNull {
+		s += " NOT NULL"
+	}
+	for _, c := range o.Constraints {
+		s += " CONSTRAINT " + ident(c.Name) + " " + c.Definition
+	}
+	return s
+}
+
+func attributeDef(a Attribute) string {
+	return ident(a.Name) + " " + typeWithCollation(a.Type, a.Collation)
+}
+
+func createView(v View) string {
+	s := "CREATE " + viewWord(v) + " " + qname(v.Schema, v.Name)
+	if len(v.Options) > 0 {
+		s += " WITH (" + strings.Join(v.Options, ", ") + ")"
+	}
+	body := strings.TrimSuffix(strings.TrimSpace(v.Definition), ";")
+	return s + " AS\n" + body
+}

@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// These tests feed Diff hand-built models: they pin down the orderings and
+// strategies that are easy to get wrong, without a database. The acceptance
+// suite proves the same plans converge on a real server.
+
+func col(name, typ string) Column { return Column{Name: name, Type: typ} }
+
+func tbl(name string, cols ...Column) Table {
+	return Table{Schema: "public", Name: name, Columns: cols}
+}
+
+func pub() []Schema { return []Schema{{Name: "public"}} }
+
+func sqls(stmts []Statement) []string {
+	out := make([]string, len(stmts))
+	for i, s := range stmts {
+		out[i] = s.SQL
+	}
+	return out
+}
+
+func TestDiffOrderings(t *testing.T) {
+	t.Parallel()
+	viewV := View{Schema: "public", Name: "v", Definition: " SELECT t.a\n   FROM public.t;", Columns: []ViewColumn{{Name: "a", Type: "integer"}}}
+	viewDep := Dep{Object: viewV.ID(), RefObject: ColumnID("public", "t", "a")}
+	pk := Constraint{Schema: "public", Table: "parent", Name: "parent_pkey", Type: PrimaryKey, Definition: "PRIMARY KEY (id)", Columns: []string{"id"}}
+	fk := Constraint{Schema: "public", Table: "child", Name: "child_parent_fkey", Type: ForeignKey, Definition: "FOREIGN KEY (parent_id) REFERENCES public.parent(id)", Columns: []string{"parent_id"}, RefTable: &ObjectName{"public", "parent"}}
+	fkDeps := []Dep{
+		{Object: fk.ID(), RefObject: pk.ID()},
+		{Object: fk.ID(), RefObject: ColumnID("public", "child", "parent_id")},
+		{Object: pk.ID(), RefObject: ColumnID("public", "parent", "id")},
+	}
+	mood := Enum{Schema: "public", Name: "mood", Labels: []string{"sad", "ok", "happy"}}
+
+	tests := []struct {
+		name          string
+		live, desired Model
+		want          []string
+	}{
+		{
+			name:    "a view over a column whose type changes is dropped first and recreated after",
+			live:    Model{Schemas: pub(), Tables: []Table{tbl("t", col("a", "integer"))}, Views: []View{viewV}, Deps: []Dep{viewDep}},
+			desired: Model{Schemas: pub(), Tables: []Table{tbl("t", col("a", "bigint"))}, Views: []View{viewV}, Deps: []Dep{viewDep}},
+			want: []string{
+				"DROP VIEW public.v",
+				"ALTER TABLE public.t ALTER COLUMN a TYPE bigint USING a::bigint",
+				"CREATE VIEW public.v AS\nSELECT t.a\n   FROM public.t",
+			},
+		},
+		{
+			name: "new tables come before the foreign key between them, which is added separately",
+			live: Model{Schemas: pub()},
+			desired: Model{
+				Schemas:     pub(),
+				Tables:      []Table{tbl("child", col("parent_id", "integer")), tbl("parent", col("id", "integer"))},
+				Constraints: []Constraint{fk, pk},
+				Deps:        fkDeps,
+			},
+			want: []string{
+				"CREATE TABLE public.child (\n    parent_id integer\n)",
+				"CREATE TABLE public.parent (\n    id integer\n)",
+				"ALTER TABLE public.parent ADD CONSTRAINT parent_pkey PRIMARY KEY (id)",
+				"ALTER TABLE public.child ADD CONSTRAINT child_parent_fkey FOREIGN KEY (parent_id) REFERENCES public.parent(id)",
+			},
+		},
+		{
+			name: "dropping both tables drops the foreign key first, then the referencing table",
+			live: Model{
+				Schemas:     pub(),
+				Tables:      []Table{tbl("child", col("parent_id", "integer")), tbl("parent", col("id", "integer"))},
+				Constraints: []Constraint{fk, pk},
+				Deps:        fkDeps,
+			},
+			desired: Model{Schemas: pub()},
+			want: []string{
+				"ALTER TABLE public.child DROP CONSTRAINT child_parent_fkey",
+				"DROP TABLE public.child",
+				"DROP TABLE public.parent",
+			},
+		},
+		{
+			name:    "an enum that gains a value in the middle is altered in place",
+			live:    Model{Schemas: pub(), Enums: []Enum{{Schema: "public", Name: "mood", Labels: []string{"sad", "happy"}}}},
+			desired: Model{Schemas: pub(), Enums: []Enum{mood}},
+			want:    []string{"ALTER TYPE public.mood ADD VALUE 'ok' AFTER 'sad'"},
+		},
+		{
+			name: "an enum that loses a value is replaced and its column converted",
+			live: Model{
+				Schemas: pub(), Enums: []Enum{mood},
+				Tables: []Table{tbl("t", col("m", "public.mood"))},
+				Deps:   []Dep{{Object: ColumnID("public", "t", "m"), RefObject: mood.ID()}},
+			},
+			desired: Model{
+				Schemas: pub(), Enums: []Enum{{Schema: "public", Name: "mood", Labels: []string{"sad", "happy"}}},
+				Tables: []Table{tbl("t", col("m", "public.mood"))},
+				Deps:   []Dep{{Object: ColumnID("public", "t", "m"), RefObject: mood.ID()}},
+			},
+			want: []string{
+				"ALTER TYPE public.mood RENAME TO mood__ptah_old",
+				"CREATE TYPE public.mood AS ENUM ('sad', 'happy')",
+				"ALTER TABLE public.t ALTER COLUMN m TYPE public.mood USING m::text::public.mood",
+				"DROP TYPE public.mood__ptah_old",
+			},
+		},
+		{
+			name: "a function whose result type changes is dropped and recreated with the view that uses it",
+			live: Model{
+				Schemas:   pub(),
+				Functions: []Function{{Schema: "public", Name: "f", Result: "integer", Definition: "CREATE OR REPLACE FUNCTION public.f()\n RETURNS integer\nAS $$ select 1 $$"}},
+				Views:     []View{{Schema: "public", Name: "fv", Definition: " SELECT public.f() AS f;"}},
+				Deps:      []Dep{{Object: ID{Kind: KindView, Schema: "public", Name: "fv"}, RefObject: ID{Kind: KindFunction, Schema: "public", Name: "f"}}},
+			},
+			desired: Model{
+				Schemas:   pub(),
+				Functions: []Function{{Schema: "public", Name: "f", Result: "bigint", Definition: "CREATE OR REPLACE FUNCTION public.f()\n RETURNS bigint\nAS $$ select 1::bigint $$"}},
+				Views:     []View{{Schema: "public", Name: "fv", Definition: " SELECT public.f() AS f;"}},
+				Deps:      []Dep{{Object: ID{Kind: KindView, Schema: "public", Name: "fv"}, RefObject: ID{Kind: KindFunction, Schema: "public", Name: "f"}}},
+			},
+			want: []string{
+				"DROP VIEW public.fv",
+				"DROP FUNCTION public.f()",
+				"CREATE OR REPLACE FUNCTION public.f()\n RETURNS bigint\nAS $$ select 1::bigint $$",
+				"CREATE VIEW public.fv AS\nSELECT public.f() AS f",
+			},
+		},
+		{
+			name: "a serial column's sequence is created before the column and owned after it",
+			live: Model{Schemas: pub(), Tables: []Table{tbl("t", col("a", "text"))}},
+			desired: Model{
+				Schemas:   pub(),
+				Sequences: []Sequence{{Schema: "public", Name: "t_id_seq", Options: SequenceOptions{Type: "integer", Start: 1, Increment: 1, Min: 1, Max: 2147483647, Cache: 1}, OwnedBy: &ColumnRef{"public", "t", "id"}}},
+				Tables:    []Table{tbl("t", col("a", "text"), Column{Name: "id", Type: "integer", NotNull: true, Default: "nextval('public.t_id_seq'::regclass)"})},
+				Deps: []Dep{
+					{Object: ColumnID("public", "t", "id"), RefObject: ID{Kind: KindSequence, Schema: "public", Name: "t_id_seq"}},
+					{Object: ID{Kind: KindSequence, Schema: "public", Name: "t_id_seq"}, RefObject: ColumnID("public", "t", "id")},
+				},
+			},
+			want: []string{
+				"CREATE SEQUENCE public.t_id_seq AS integer INCREMENT BY 1 MINVALUE 1 MAXVALUE 2147483647 START WITH 1 CACHE 1 NO CYCLE",
+				"ALTER TABLE public.t ADD COLUMN id integer DEFAULT nextval('public.t_id_seq'::regclass) NOT NULL",
+				"ALTER SEQUENCE public.t_id_seq OWNED BY public.t.id",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Diff(&tt.live, &tt.desired)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(sqls(got), tt.want) {
+				t.Errorf("got:\n  %s\nwant:\n  %s", strings.Join(sqls(got), ";\n  "), strings.Join(tt.want, ";\n  "))
+			}
+		})
+	}
+}
+
+func TestDiffIdenticalModelsPlanNothing(t *testing.T) {
+	t.Parallel()
+	m := Model{Schemas: pub(), Tables: []Table{tbl("t", col("a", "integer"))}, Enums: []Enum{{Schema: "public", Name: "e", Labels: []string{"x"}}}}
+	got, err := Diff(&m, &m)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Diff(m, m) = %v, %v; want no statements", sqls(got), err)
+	}
+}
+
+func TestDiffHazards(t *testing.T) {
+	t.Parallel()
+	live := Model{Schemas: pub(), Tables: []Table{tbl("t", col("a", "integer"), col("gone", "text"))}}
+	desired := Model{Schemas: pub(), Tables: []Table{tbl("t", Column{Name: "a", Type: "integer", NotNull: true})}}
+	got, err := Diff(&live, &desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]Hazard{
+		"ALTER TABLE public.t DROP COLUMN gone":            {HazardDeletesData},
+		"ALTER TABLE public.t ALTER COLUMN a SET NOT NULL": {HazardMayFail, HazardBlocksWrites},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", sqls(got))
+	}
+	for _, s := range got {
+		if !reflect.DeepEqual(s.Hazards, want[s.SQL]) {
+			t.Errorf("%s: hazards %v, want %v", s.SQL, s.Hazards, want[s.SQL])
+		}
+	}
+	if !destructive(got) {
+		t.Error("a plan that drops a column must be destructive")
+	}
+}
+
+func TestAddedLabels(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		l, n  []string
+		added []string
+		ok    bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b", "c"}, []string{"c"}, true},
+		{[]string{"a", "b"}, []string{"x", "a", "b"}, []string{"x"}, true},
+		{[]string{"a", "b"}, []string{"b", "a"}, nil, false},
+		{[]string{"a", "b"}, []string{"a"}, nil, false},
+	} {
+		added, ok := addedLabels(tt.l, tt.n)
+		if ok != tt.ok || (ok && !reflect.DeepEqual(added, tt.added)) {
+			t.Errorf("addedLabels(%v, %v) = %v, %v", tt.l, tt.n, added, ok)
+		}
+	}
+}
