@@ -38,6 +38,11 @@ var ErrNoBinaries = errors.New("no PostgreSQL server binaries found: install the
 // then the newest /usr/lib/postgresql/<major>/bin.
 func FindBinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// Distributions link initdb onto PATH; the other binaries (pg_dump
+		// of the same major) sit beside the real file.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		dir := filepath.Dir(p)
 		if _, err := os.Stat(filepath.Join(dir, "pg_ctl")); err == nil {
 			return dir, nil
