@@ -1,0 +1,405 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ptahSchema holds ptah's own bookkeeping; it is never part of a model.
+const ptahSchema = "ptah"
+
+// Inspect reads the managed schemas of the database conn is connected to into a Model.
+func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (m *Model, err error) {
+	end, err := beginSnapshot(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if _, endErr := conn.Exec(ctx, end); endErr != nil && err == nil {
+			m, err = nil, fmt.Errorf("ending the catalog snapshot: %w", endErr)
+		}
+	}()
+	in := &inspector{
+		ctx:     ctx,
+		conn:    conn,
+		schemas: managedSchemas(schemas),
+		m:       &Model{},
+		objects: map[catalogKey]ID{},
+		rels:    map[uint32]*relation{},
+		owners:  map[ID]ID{},
+	}
+	if err := in.run(); err != nil {
+		return nil, err
+	}
+	return in.m, nil
+}
+
+// beginSnapshot makes every catalog query see the same snapshot and print
+// names the same way whatever the session's search_path was: with an empty
+// search_path, everything outside pg_catalog is schema-qualified. It returns
+// the statement that restores the session. Inside the caller's transaction
+// it uses a savepoint, so the caller's transaction is left as it was.
+func beginSnapshot(ctx context.Context, conn *pgx.Conn) (end string, err error) {
+	begin := "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	end = "ROLLBACK"
+	if conn.PgConn().TxStatus() != 'I' {
+		begin = "SAVEPOINT ptah_inspect"
+		end = "ROLLBACK TO SAVEPOINT ptah_inspect; RELEASE SAVEPOINT ptah_inspect"
+	}
+	// JIT only slows catalog queries down, by seconds when the catalog is big.
+	if _, err := conn.Exec(ctx, begin+"; SET LOCAL search_path = ''; SET LOCAL jit = off"); err != nil {
+		return "", fmt.Errorf("starting the catalog snapshot: %w", err)
+	}
+	return end, nil
+}
+
+// managedSchemas is schemas without ptah's own schema and duplicates.
+func managedSchemas(schemas []string) []string {
+	out := []string{}
+	for _, s := range schemas {
+		if s != ptahSchema && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// inspector reads one model. Besides the model it keeps, for each object
+// read, the catalog row it came from, so that pg_depend can be mapped to IDs.
+type inspector struct {
+	ctx     context.Context
+	conn    *pgx.Conn
+	schemas []string
+	m       *Model
+	// objects maps catalog rows to the model object they are or stand for
+	// in pg_depend: an object's own row, and aliases such as its array
+	// type, its column defaults or its rewrite rule.
+	objects map[catalogKey]ID
+	rels    map[uint32]*relation // the model's pg_class rows, by oid
+	owners  map[ID]ID            // sequence to the column it is OWNED BY
+}
+
+// catalogKey is a catalog row: the catalog's name (as regclass prints it,
+// e.g. "pg_type") and the row's oid.
+type catalogKey struct {
+	catalog string
+	oid     uint32
+}
+
+// relation is a pg_class row of the model: a table, view, materialized
+// view, sequence, index or composite type.
+type relation struct {
+	id      ID
+	columns map[int16]string // attnum to name, tables only
+	// index into Model.Tables, Model.Views or Model.Composites, for columns
+	tableAt, viewAt, compositeAt int
+}
+
+func (in *inspector) run() error {
+	steps := []func() error{
+		in.readUnsupported,
+		in.readSchemas,
+		in.readExtensions,
+		in.readEnums,
+		in.readDomains,
+		in.readComposites,
+		in.readSequences,
+		in.readTables,
+		in.readViews,
+		in.readColumns,
+		in.readConstraints,
+		in.readIndexes,
+		in.readFunctions,
+		in.readTriggers,
+		in.readDeps,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	sortModel(in.m)
+	return nil
+}
+
+// each runs one catalog query (with the managed schemas as $1) and calls fn
+// after scanning each row into dest.
+func (in *inspector) each(what, sql string, dest []any, fn func() error) error {
+	rows, err := in.conn.Query(in.ctx, sql, in.schemas)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	if _, err := pgx.ForEachRow(rows, dest, fn); err != nil {
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	return nil
+}
+
+// addType records the pg_type rows of object id: its own type (for a table
+// or view, its row type) and that type's array type.
+func (in *inspector) addType(oid, array uint32, id ID) {
+	in.objects[catalogKey{"pg_type", oid}] = id
+	if array != 0 {
+		in.objects[catalogKey{"pg_type", array}] = id
+	}
+}
+
+// newRelation records a pg_class row of the model.
+func (in *inspector) newRelation(oid uint32, id ID) *relation {
+	r := &relation{id: id, tableAt: -1, viewAt: -1, compositeAt: -1}
+	in.rels[oid] = r
+	return r
+}
+
+func (in *inspector) readUnsupported() error {
+	var objects []string
+	var name string
+	err := in.each("unsupported objects", unsupportedQuery, []any{&name}, func() error {
+		objects = append(objects, name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(objects) > 0 {
+		slices.Sort(objects)
+		return &UnsupportedError{Where: "database", Objects: slices.Compact(objects)}
+	}
+	return nil
+}
+
+func (in *inspector) readSchemas() error {
+	var oid uint32
+	var s Schema
+	return in.each("schemas", schemasQuery, []any{&oid, &s.Name, &s.Comment}, func() error {
+		in.m.Schemas = append(in.m.Schemas, s)
+		in.objects[catalogKey{"pg_namespace", oid}] = s.ID()
+		return nil
+	})
+}
+
+// readExtensions reads the extensions and, so that depending on one of its
+// types or functions is depending on the extension, their members.
+func (in *inspector) readExtensions() error {
+	var oid uint32
+	var e Extension
+	var memberCatalogs []string
+	var memberOIDs []uint32
+	dest := []any{&oid, &e.Name, &e.Schema, &e.Version, &e.Comment, &memberCatalogs, &memberOIDs}
+	return in.each("extensions", extensionsQuery, dest, func() error {
+		in.m.Extensions = append(in.m.Extensions, e)
+		in.objects[catalogKey{"pg_extension", oid}] = e.ID()
+		for i, cat := range memberCatalogs {
+			in.objects[catalogKey{cat, memberOIDs[i]}] = e.ID()
+		}
+		return nil
+	})
+}
+
+func (in *inspector) readEnums() error {
+	var oid, array uint32
+	var e Enum
+	return in.each("enums", enumsQuery, []any{&oid, &array, &e.Schema, &e.Name, &e.Labels, &e.Comment}, func() error {
+		in.m.Enums = append(in.m.Enums, e)
+		in.addType(oid, array, e.ID())
+		return nil
+	})
+}
+
+func (in *inspector) readDomains() error {
+	var oid, array uint32
+	var d Domain
+	var names, defs []string
+	var constraintOIDs []uint32
+	dest := []any{&oid, &array, &d.Schema, &d.Name, &d.BaseType, &d.Collation, &d.Default, &d.NotNull,
+		&names, &defs, &constraintOIDs, &d.Comment}
+	return in.each("domains", domainsQuery, dest, func() error {
+		d.Constraints = nil
+		for i := range names {
+			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i]})
+		}
+		in.m.Domains = append(in.m.Domains, d)
+		in.addType(oid, array, d.ID())
+		// What a domain's constraints depend on, the domain depends on.
+		for _, c := range constraintOIDs {
+			in.objects[catalogKey{"pg_constraint", c}] = d.ID()
+		}
+		return nil
+	})
+}
+
+func (in *inspector) readComposites() error {
+	var oid, array, relid uint32
+	var c Composite
+	dest := []any{&oid, &array, &relid, &c.Schema, &c.Name, &c.Comment}
+	return in.each("composite types", compositesQuery, dest, func() error {
+		in.m.Composites = append(in.m.Composites, c)
+		in.addType(oid, array, c.ID())
+		in.newRelation(relid, c.ID()).compositeAt = len(in.m.Composites) - 1
+		return nil
+	})
+}
+
+func (in *inspector) readSequences() error {
+	var oid uint32
+	var s Sequence
+	var owned bool
+	var owner ColumnRef
+	o := &s.Options
+	dest := []any{&oid, &s.Schema, &s.Name, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
+		&owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
+	return in.each("sequences", sequencesQuery, dest, func() error {
+		s.OwnedBy = nil
+		if owned {
+			ref := owner
+			s.OwnedBy = &ref
+			in.owners[s.ID()] = ColumnID(ref.Schema, ref.Table, ref.Column)
+		}
+		in.m.Sequences = append(in.m.Sequences, s)
+		in.newRelation(oid, s.ID())
+		return nil
+	})
+}
+
+func (in *inspector) readTables() error {
+	var oid, rowType, rowArray uint32
+	var t Table
+	var isPartition bool
+	var parent ObjectName
+	dest := []any{&oid, &rowType, &rowArray, &t.Schema, &t.Name, &t.Unlogged, &t.PartitionKey, &isPartition, &parent.Schema, &parent.Name,
+		&t.PartitionBound, &t.Options, &t.Comment}
+	return in.each("tables", tablesQuery, dest, func() error {
+		t.PartitionOf = nil
+		if isPartition {
+			p := parent
+			t.PartitionOf = &p
+		}
+		slices.Sort(t.Options)
+		in.m.Tables = append(in.m.Tables, t)
+		r := in.newRelation(oid, t.ID())
+		r.columns, r.tableAt = map[int16]string{}, len(in.m.Tables)-1
+		in.addType(rowType, rowArray, t.ID())
+		return nil
+	})
+}
+
+func (in *inspector) readViews() error {
+	var oid, rowType, rowArray, rule uint32
+	var v View
+	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options, &v.Comment}
+	return in.each("views", viewsQuery, dest, func() error {
+		slices.Sort(v.Options)
+		in.m.Views = append(in.m.Views, v)
+		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1
+		in.addType(rowType, rowArray, v.ID())
+		// A view's query is its _RETURN rule: what the rule uses, the view uses.
+		in.objects[catalogKey{"pg_rewrite", rule}] = v.ID()
+		return nil
+	})
+}
+
+// readColumns fills the columns of the tables, views and composite types
+// already read.
+func (in *inspector) readColumns() error {
+	var relid, defaultOID uint32
+	var attnum int16
+	var c Column
+	var hasIdentitySeq bool
+	var o SequenceOptions
+	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &c.Default, &c.Generated,
+		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle, &c.Comment}
+	return in.each("columns", columnsQuery, dest, func() error {
+		r := in.rels[relid]
+		if r == nil {
+			return nil
+		}
+		c.IdentityOptions = nil
+		if c.Identity != "" && hasIdentitySeq {
+			opts := o
+			c.IdentityOptions = &opts
+		}
+		in.addColumn(r, attnum, c)
+		// What a column's default uses, the column uses.
+		if defaultOID != 0 {
+			in.objects[catalogKey{"pg_attrdef", defaultOID}] = in.columnID(r, int32(attnum))
+		}
+		return nil
+	})
+}
+
+func (in *inspector) addColumn(r *relation, attnum int16, c Column) {
+	switch {
+	case r.tableAt >= 0:
+		t := &in.m.Tables[r.tableAt]
+		t.Columns = append(t.Columns, c)
+		r.columns[attnum] = c.Name
+	case r.viewAt >= 0:
+		v := &in.m.Views[r.viewAt]
+		v.Columns = append(v.Columns, ViewColumn{Name: c.Name, Type: c.Type, Comment: c.Comment})
+	case r.compositeAt >= 0:
+		ct := &in.m.Composites[r.compositeAt]
+		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation})
+	}
+}
+
+func (in *inspector) readConstraints() error {
+	var oid, index uint32
+	var c Constraint
+	var contype string
+	var hasRef bool
+	var ref ObjectName
+	dest := []any{&oid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
+		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Comment}
+	return in.each("constraints", constraintsQuery, dest, func() error {
+		c.Type = ConstraintType(contype)
+		c.RefTable = nil
+		if hasRef {
+			r := ref
+			c.RefTable = &r
+		}
+		in.m.Constraints = append(in.m.Constraints, c)
+		in.objects[catalogKey{"pg_constraint", oid}] = c.ID()
+		// The index a constraint owns is the constraint: a foreign key
+		// depends on the referenced key's index.
+		if index != 0 {
+			in.objects[catalogKey{"pg_class", index}] = c.ID()
+		}
+		return nil
+	})
+}
+
+func (in *inspector) readIndexes() error {
+	var oid uint32
+	var i Index
+	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Comment}
+	return in.each("indexes", indexesQuery, dest, func() error {
+		in.m.Indexes = append(in.m.Indexes, i)
+		in.newRelation(oid, i.ID())
+		return nil
+	})
+}
+
+func (in *inspector) readFunctions() error {
+	var oid uint32
+	var f Function
+	dest := []any{&oid, &f.Schema, &f.Name, &f.Procedure, &f.IdentityArgs, &f.Result, &f.Definition, &f.Comment}
+	return in.each("functions", functionsQuery, dest, func() error {
+		in.m.Functions = append(in.m.Functions, f)
+		in.objects[catalogKey{"pg_proc", oid}] = f.ID()
+		return nil
+	})
+}
+
+func (in *inspector) readTriggers() error {
+	var oid uint32
+	var t Trigger
+	dest := []any{&oid, &t.Schema, &t.Table, &t.Name, &t.Definition, &t.Comment}
+	return in.each("triggers", triggersQuery, dest, func() error {
+		in.m.Triggers = append(in.m.Triggers, t)
+		in.objects[catalogKey{"pg_trigger", oid}] = t.ID()
+		return nil
+	})
+}

@@ -1,0 +1,321 @@
+package postgres
+
+// The catalog queries Inspect runs: one per object kind, one for the
+// dependencies and one for the objects ptah refuses. Each takes the managed
+// schema names as $1 (except the dependency query, which is filtered in Go
+// against the objects read). They run with an empty search_path so that
+// every name outside pg_catalog comes out schema-qualified, the same way in
+// the dev database and in the target.
+
+// commentOn is the comment of an object, "" when it has none.
+func commentOn(catalog, oid, subid string) string {
+	return `COALESCE((SELECT d.description FROM pg_description d
+		WHERE d.classoid = '` + catalog + `'::regclass AND d.objoid = ` + oid + ` AND d.objsubid = ` + subid + `), '')`
+}
+
+// notExtensionMember holds when the object does not belong to an extension:
+// the extension, not ptah, creates and drops it.
+func notExtensionMember(catalog, oid string) string {
+	return `NOT EXISTS (SELECT FROM pg_depend e
+		WHERE e.classid = '` + catalog + `'::regclass AND e.objid = ` + oid + ` AND e.deptype = 'e')`
+}
+
+// collationName is the collation coll when it is not def (the type's default
+// collation), as it is spliced after COLLATE: quoted, and qualified unless it
+// lives in pg_catalog.
+func collationName(coll, def string) string {
+	return `CASE WHEN ` + coll + ` <> 0 AND ` + coll + ` <> ` + def + ` THEN
+		(SELECT CASE WHEN cn.nspname = 'pg_catalog' THEN '' ELSE quote_ident(cn.nspname) || '.' END
+			|| quote_ident(co.collname)
+		FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace
+		WHERE co.oid = ` + coll + `)
+	ELSE '' END`
+}
+
+// sequenceOptions are the pg_sequence columns behind SequenceOptions, for a
+// pg_sequence row aliased s.
+const sequenceOptions = `COALESCE(format_type(s.seqtypid, NULL), ''), COALESCE(s.seqstart, 0),
+	COALESCE(s.seqincrement, 0), COALESCE(s.seqmin, 0), COALESCE(s.seqmax, 0),
+	COALESCE(s.seqcache, 0), COALESCE(s.seqcycle, false)`
+
+var schemasQuery = `
+SELECT n.oid, n.nspname, ` + commentOn("pg_namespace", "n.oid", "0") + `
+FROM pg_namespace n
+WHERE n.nspname = ANY($1)`
+
+var extensionsQuery = `
+SELECT x.oid, x.extname, n.nspname, x.extversion, ` + commentOn("pg_extension", "x.oid", "0") + `,
+	ARRAY(SELECT m.classid::regclass::text FROM pg_depend m
+		WHERE m.refclassid = 'pg_extension'::regclass AND m.refobjid = x.oid AND m.deptype = 'e'
+		ORDER BY m.classid, m.objid),
+	ARRAY(SELECT m.objid FROM pg_depend m
+		WHERE m.refclassid = 'pg_extension'::regclass AND m.refobjid = x.oid AND m.deptype = 'e'
+		ORDER BY m.classid, m.objid)
+FROM pg_extension x
+JOIN pg_namespace n ON n.oid = x.extnamespace
+WHERE n.nspname = ANY($1)`
+
+var enumsQuery = `
+SELECT t.oid, t.typarray, n.nspname, t.typname,
+	ARRAY(SELECT e.enumlabel::text FROM pg_enum e WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder),
+	` + commentOn("pg_type", "t.oid", "0") + `
+FROM pg_type t
+JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = ANY($1) AND t.typtype = 'e' AND ` + notExtensionMember("pg_type", "t.oid")
+
+var domainsQuery = `
+SELECT t.oid, t.typarray, n.nspname, t.typname, format_type(t.typbasetype, t.typtypmod),
+	` + collationName("t.typcollation", "b.typcollation") + `,
+	COALESCE(pg_get_expr(t.typdefaultbin, 0), t.typdefault, ''), t.typnotnull,
+	ARRAY(SELECT k.conname::text FROM pg_constraint k
+		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
+	ARRAY(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
+		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
+	ARRAY(SELECT k.oid FROM pg_constraint k WHERE k.contypid = t.oid),
+	` + commentOn("pg_type", "t.oid", "0") + `
+FROM pg_type t
+JOIN pg_namespace n ON n.oid = t.typnamespace
+JOIN pg_type b ON b.oid = t.typbasetype
+WHERE n.nspname = ANY($1) AND t.typtype = 'd' AND ` + notExtensionMember("pg_type", "t.oid")
+
+// Only free-standing composite types: the row types of tables and views
+// have typtype 'c' too, but their relation is not relkind 'c'.
+var compositesQuery = `
+SELECT t.oid, t.typarray, t.typrelid, n.nspname, t.typname, ` + commentOn("pg_type", "t.oid", "0") + `
+FROM pg_type t
+JOIN pg_namespace n ON n.oid = t.typnamespace
+JOIN pg_class c ON c.oid = t.typrelid
+WHERE n.nspname = ANY($1) AND t.typtype = 'c' AND c.relkind = 'c'
+	AND ` + notExtensionMember("pg_type", "t.oid")
+
+// Identity sequences are left out: they are part of their column. OWNED BY
+// is the auto ('a') dependency of a serial's sequence on its column.
+var sequencesQuery = `
+SELECT c.oid, n.nspname, c.relname, ` + sequenceOptions + `,
+	o.attrelid IS NOT NULL, COALESCE(on_.nspname, ''), COALESCE(oc.relname, ''), COALESCE(o.attname, ''),
+	` + commentOn("pg_class", "c.oid", "0") + `
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_sequence s ON s.seqrelid = c.oid
+LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+	AND d.refclassid = 'pg_class'::regclass AND d.refobjsubid > 0 AND d.deptype = 'a'
+LEFT JOIN pg_attribute o ON o.attrelid = d.refobjid AND o.attnum = d.refobjsubid
+LEFT JOIN pg_class oc ON oc.oid = o.attrelid
+LEFT JOIN pg_namespace on_ ON on_.oid = oc.relnamespace
+WHERE n.nspname = ANY($1) AND c.relkind = 'S' AND ` + notExtensionMember("pg_class", "c.oid") + `
+	AND NOT EXISTS (SELECT FROM pg_depend i
+		WHERE i.classid = 'pg_class'::regclass AND i.objid = c.oid
+			AND i.refclassid = 'pg_class'::regclass AND i.deptype = 'i')`
+
+var tablesQuery = `
+SELECT c.oid, c.reltype, rt.typarray, n.nspname, c.relname, c.relpersistence = 'u',
+	COALESCE(pg_get_partkeydef(c.oid), ''),
+	c.relispartition, COALESCE(pn.nspname, ''), COALESCE(pc.relname, ''),
+	COALESCE(pg_get_expr(c.relpartbound, c.oid), ''),
+	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type rt ON rt.oid = c.reltype
+LEFT JOIN pg_inherits h ON c.relispartition AND h.inhrelid = c.oid
+LEFT JOIN pg_class pc ON pc.oid = h.inhparent
+LEFT JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND ` + notExtensionMember("pg_class", "c.oid")
+
+var viewsQuery = `
+SELECT c.oid, c.reltype, rt.typarray,
+	COALESCE((SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN'), 0),
+	n.nspname, c.relname, c.relkind = 'm', pg_get_viewdef(c.oid),
+	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type rt ON rt.oid = c.reltype
+WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
+
+// The columns of tables, views and composite types, in attnum order. A
+// partition's inherited columns belong to its parent. An identity column's
+// options come from the sequence that is internally ('i') dependent on it.
+var columnsQuery = `
+SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.atttypid, a.atttypmod),
+	` + collationName("a.attcollation", "t.typcollation") + `,
+	a.attnotnull, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated = 's',
+	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `,
+	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+LEFT JOIN pg_depend id ON a.attidentity <> '' AND id.refclassid = 'pg_class'::regclass
+	AND id.refobjid = a.attrelid AND id.refobjsubid = a.attnum
+	AND id.classid = 'pg_class'::regclass AND id.deptype = 'i'
+LEFT JOIN pg_sequence s ON s.seqrelid = id.objid
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'c')
+	AND a.attnum > 0 AND NOT a.attisdropped
+	AND (NOT c.relispartition OR a.attislocal)
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+ORDER BY a.attrelid, a.attnum`
+
+// Table constraints declared on the table itself: copies inherited by
+// partitions are not local. Constraint triggers ('t') are triggers in the
+// model, and NOT NULL is a column property. The second column is the index
+// a key or exclusion constraint owns (a foreign key's conindid is the
+// referenced key's index instead).
+var constraintsQuery = `
+SELECT k.oid, CASE WHEN k.contype IN ('p', 'u', 'x') THEN k.conindid ELSE 0 END,
+	n.nspname, c.relname, k.conname, k.contype::text, pg_get_constraintdef(k.oid),
+	k.condeferrable, k.condeferred,
+	ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY u(attnum, i)
+		JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.i),
+	k.confrelid <> 0, COALESCE(rn.nspname, ''), COALESCE(rc.relname, ''),
+	` + commentOn("pg_constraint", "k.oid", "0") + `
+FROM pg_constraint k
+JOIN pg_class c ON c.oid = k.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_class rc ON rc.oid = k.confrelid
+LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
+	AND k.contype IN ('p', 'u', 'c', 'f', 'x')
+	AND ` + notExtensionMember("pg_class", "c.oid")
+
+// Indexes that a constraint owns are the constraint's; index partitions
+// attached to a parent index are created by the parent.
+var indexesQuery = `
+SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid),
+	` + commentOn("pg_class", "i.indexrelid", "0") + `
+FROM pg_index i
+JOIN pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm')
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+	AND ` + notExtensionMember("pg_class", "i.indexrelid") + `
+	AND NOT EXISTS (SELECT FROM pg_depend d
+		WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid
+			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')
+	AND NOT EXISTS (SELECT FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)`
+
+var functionsQuery = `
+SELECT p.oid, n.nspname, p.proname, p.prokind = 'p', pg_get_function_identity_arguments(p.oid),
+	CASE WHEN p.prokind = 'p' THEN '' ELSE COALESCE(pg_get_function_result(p.oid), '') END,
+	pg_get_functiondef(p.oid), ` + commentOn("pg_proc", "p.oid", "0") + `
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p') AND ` + notExtensionMember("pg_proc", "p.oid")
+
+// Internal triggers implement foreign keys; triggers with a parent are the
+// clones a partitioned table's trigger puts on each partition.
+var triggersQuery = `
+SELECT g.oid, n.nspname, c.relname, g.tgname, pg_get_triggerdef(g.oid),
+	` + commentOn("pg_trigger", "g.oid", "0") + `
+FROM pg_trigger g
+JOIN pg_class c ON c.oid = g.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgparentid = 0
+	AND ` + notExtensionMember("pg_class", "c.oid")
+
+// depsQuery is pg_depend, reduced to rows that can be between objects of
+// the model: those were created after initdb, so their oids are at least
+// FirstNormalObjectId (16384), except the public schema's. The Go side maps
+// both ends to IDs, through the aliases the other queries return (a view's
+// rewrite rule, a column default, an array type, ...), and drops the rest.
+const depsQuery = `
+SELECT DISTINCT d.classid::regclass::text, d.objid, d.objsubid,
+	d.refclassid::regclass::text, d.refobjid, d.refobjsubid
+FROM pg_depend d
+WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
+	AND (d.refobjid >= 16384 OR d.refclassid = 'pg_namespace'::regclass)`
+
+// relkindWord names a relation kind in an error message.
+func relkindWord(relkind string) string {
+	return `CASE ` + relkind + ` WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+		WHEN 'f' THEN 'foreign table' ELSE 'table' END`
+}
+
+// unsupportedQuery names every object in the managed schemas that the model
+// cannot represent (plus event triggers, which act on the whole database),
+// so that Inspect refuses them rather than planning around them.
+var unsupportedQuery = `
+SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
+FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND r.rulename <> '_RETURN'
+	AND ` + notExtensionMember("pg_class", "c.oid") + ` AND ` + notExtensionMember("pg_rewrite", "r.oid") + `
+UNION ALL
+SELECT format('row-level security policy "%s" on %s %I.%I', p.polname, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
+FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('row-level security %s on table %I.%I', w.what, n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL (VALUES ('enabled', c.relrowsecurity), ('forced', c.relforcerowsecurity)) w(what, set)
+WHERE n.nspname = ANY($1) AND w.set AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('foreign table %I.%I', n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND c.relkind = 'f' AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('typed table %I.%I (OF type)', n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND c.reloftype <> 0 AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('table %I.%I inherits from %I.%I (table inheritance)', cn.nspname, c.relname, pn.nspname, p.relname)
+FROM pg_inherits h
+JOIN pg_class c ON c.oid = h.inhrelid JOIN pg_namespace cn ON cn.oid = c.relnamespace
+JOIN pg_class p ON p.oid = h.inhparent JOIN pg_namespace pn ON pn.oid = p.relnamespace
+WHERE (cn.nspname = ANY($1) OR pn.nspname = ANY($1)) AND NOT c.relispartition
+	AND c.relkind IN ('r', 'p', 'f') AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('%s %I.%I(%s)', CASE p.prokind WHEN 'a' THEN 'aggregate' ELSE 'window function' END,
+	n.nspname, p.proname, pg_get_function_identity_arguments(p.oid))
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = ANY($1) AND p.prokind IN ('a', 'w') AND ` + notExtensionMember("pg_proc", "p.oid") + `
+UNION ALL
+SELECT format('%s %I.%I', CASE WHEN t.typtype = 'r' THEN 'range type'
+		WHEN NOT t.typisdefined THEN 'shell type' ELSE 'base type' END, n.nspname, t.typname)
+FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = ANY($1) AND (t.typtype IN ('r', 'p')
+		OR (t.typtype = 'b' AND NOT EXISTS (SELECT FROM pg_type e WHERE e.oid = t.typelem AND e.typarray = t.oid)))
+	AND ` + notExtensionMember("pg_type", "t.oid") + `
+UNION ALL
+SELECT format('collation %I.%I', n.nspname, o.collname)
+FROM pg_collation o JOIN pg_namespace n ON n.oid = o.collnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_collation", "o.oid") + `
+UNION ALL
+SELECT format('operator %I.%s', n.nspname, o.oprname)
+FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_operator", "o.oid") + `
+UNION ALL
+SELECT format('operator class %I.%I using %I', n.nspname, o.opcname, a.amname)
+FROM pg_opclass o JOIN pg_namespace n ON n.oid = o.opcnamespace JOIN pg_am a ON a.oid = o.opcmethod
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_opclass", "o.oid") + `
+UNION ALL
+SELECT format('operator family %I.%I using %I', n.nspname, o.opfname, a.amname)
+FROM pg_opfamily o JOIN pg_namespace n ON n.oid = o.opfnamespace JOIN pg_am a ON a.oid = o.opfmethod
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_opfamily", "o.oid") + `
+UNION ALL
+SELECT format('conversion %I.%I', n.nspname, o.conname)
+FROM pg_conversion o JOIN pg_namespace n ON n.oid = o.connamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_conversion", "o.oid") + `
+UNION ALL
+SELECT format('text search configuration %I.%I', n.nspname, o.cfgname)
+FROM pg_ts_config o JOIN pg_namespace n ON n.oid = o.cfgnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_ts_config", "o.oid") + `
+UNION ALL
+SELECT format('text search dictionary %I.%I', n.nspname, o.dictname)
+FROM pg_ts_dict o JOIN pg_namespace n ON n.oid = o.dictnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_ts_dict", "o.oid") + `
+UNION ALL
+SELECT format('text search parser %I.%I', n.nspname, o.prsname)
+FROM pg_ts_parser o JOIN pg_namespace n ON n.oid = o.prsnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_ts_parser", "o.oid") + `
+UNION ALL
+SELECT format('text search template %I.%I', n.nspname, o.tmplname)
+FROM pg_ts_template o JOIN pg_namespace n ON n.oid = o.tmplnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_ts_template", "o.oid") + `
+UNION ALL
+SELECT format('statistics object %I.%I', n.nspname, o.stxname)
+FROM pg_statistic_ext o JOIN pg_namespace n ON n.oid = o.stxnamespace
+WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_statistic_ext", "o.oid") + `
+UNION ALL
+SELECT format('event trigger "%s"', o.evtname)
+FROM pg_event_trigger o
+WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
