@@ -44,11 +44,12 @@ type objects struct {
 	m       *Model
 	byID    map[ID]any
 	columns map[ID]Column
+	pos     map[ID]int // a column's position in its table
 	deps    []Dep
 }
 
 func indexModel(m *Model) objects {
-	o := objects{m: m, byID: map[ID]any{}, columns: map[ID]Column{}}
+	o := objects{m: m, byID: map[ID]any{}, columns: map[ID]Column{}, pos: map[ID]int{}}
 	put := func(id ID, v any) { o.byID[id] = v }
 	for _, x := range m.Schemas {
 		put(x.ID(), x)
@@ -70,10 +71,11 @@ func indexModel(m *Model) objects {
 	}
 	for _, x := range m.Tables {
 		put(x.ID(), x)
-		for _, c := range x.Columns {
+		for i, c := range x.Columns {
 			id := ColumnID(x.Schema, x.Name, c.Name)
 			put(id, c)
 			o.columns[id] = c
+			o.pos[id] = i
 		}
 	}
 	for _, x := range m.Constraints {
@@ -163,7 +165,7 @@ func (d *differ) classify() {
 			}
 		case Constraint:
 			c := dv.(Constraint)
-			if l.Definition != c.Definition || l.Type != c.Type || l.Deferrable != c.Deferrable || l.Deferred != c.Deferred {
+			if !canAlterConstraint(l, c) {
 				d.dropped[id] = true
 			}
 		case Index:
@@ -204,6 +206,23 @@ func (d *differ) classify() {
 			d.dropped[id] = true
 		}
 	}
+}
+
+// canAlterConstraint: a foreign key's deferrability is the one thing
+// ALTER CONSTRAINT changes in place; anything else means drop and add.
+func canAlterConstraint(l, n Constraint) bool {
+	if l.Definition == n.Definition {
+		return true
+	}
+	return l.Type == ForeignKey && n.Type == ForeignKey &&
+		withoutDeferrability(l.Definition) == withoutDeferrability(n.Definition)
+}
+
+func withoutDeferrability(def string) string {
+	for _, clause := range []string{" INITIALLY DEFERRED", " INITIALLY IMMEDIATE", " NOT DEFERRABLE", " DEFERRABLE"} {
+		def = strings.TrimSuffix(def, clause)
+	}
+	return def
 }
 
 func tableNeedsRecreate(l, n Table) bool {
@@ -395,7 +414,7 @@ func fwdKey(id ID) nodeKey  { return nodeKey{id: id} }
 // emit creates the nodes and their statements.
 func (d *differ) emit() {
 	// Parents first, so that children can alias into their nodes.
-	for _, id := range sortedIDs(d.live.byID) {
+	for _, id := range d.sortedIDs(d.live.byID) {
 		if d.dropped[id] {
 			d.emitDrop(id, d.live.byID[id])
 		} else if d.resetDefault[id] {
@@ -408,7 +427,7 @@ func (d *differ) emit() {
 			d.emitReplaceStart(id)
 		}
 	}
-	for _, id := range sortedIDs(d.desired.byID) {
+	for _, id := range d.sortedIDs(d.desired.byID) {
 		dv := d.desired.byID[id]
 		lv, inLive := d.live.byID[id]
 		if !inLive || d.dropped[id] {
@@ -419,16 +438,18 @@ func (d *differ) emit() {
 	}
 }
 
-func sortedIDs(m map[ID]any) []ID {
+func (d *differ) sortedIDs(m map[ID]any) []ID {
 	ids := make([]ID, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return idLess(ids[i], ids[j]) })
+	sort.Slice(ids, func(i, j int) bool { return d.less(ids[i], ids[j]) })
 	return ids
 }
 
-func idLess(a, b ID) bool {
+// less orders IDs by kind, then name; the columns of one table keep their
+// desired order, since added columns land in the order they are added.
+func (d *differ) less(a, b ID) bool {
 	if ra, rb := kindRank(a.Kind), kindRank(b.Kind); ra != rb {
 		return ra < rb
 	}
@@ -437,6 +458,13 @@ func idLess(a, b ID) bool {
 	}
 	if a.Name != b.Name {
 		return a.Name < b.Name
+	}
+	if a.Kind == KindColumn {
+		pa, okA := d.desired.pos[a]
+		pb, okB := d.desired.pos[b]
+		if okA && okB {
+			return pa < pb
+		}
 	}
 	return a.Sub < b.Sub
 }
@@ -486,7 +514,8 @@ func (d *differ) connect() {
 		d.before(dropKey(x), nodeKey{id: y, step: stepFinish})
 		// An object altered away from y does so before y goes for good. (When
 		// y is created again, x was dropped or reset by propagate instead.)
-		if !d.dropped[x] {
+		// (A reset default already let go of what it used.)
+		if !d.dropped[x] && !(d.resetDefault[x] && !d.columnIsOfType(x, y)) {
 			if _, recreated := d.desired.byID[y]; !recreated {
 				d.before(fwdKey(x), dropKey(y))
 			}
@@ -538,7 +567,7 @@ func (d *differ) sort() ([]Statement, error) {
 	var out []Statement
 	done := 0
 	for len(ready) > 0 {
-		sort.Slice(ready, func(i, j int) bool { return nodeLess(ready[i], ready[j]) })
+		sort.Slice(ready, func(i, j int) bool { return d.nodeLess(ready[i], ready[j]) })
 		n := ready[0]
 		ready = ready[1:]
 		done++
@@ -562,7 +591,7 @@ func (d *differ) sort() ([]Statement, error) {
 	return out, nil
 }
 
-func nodeLess(a, b *node) bool {
+func (d *differ) nodeLess(a, b *node) bool {
 	if a.key.drop != b.key.drop {
 		return a.key.drop
 	}
@@ -574,7 +603,7 @@ func nodeLess(a, b *node) bool {
 		return ra < rb
 	}
 	if a.key.id != b.key.id {
-		return idLess(a.key.id, b.key.id)
+		return d.less(a.key.id, b.key.id)
 	}
 	return a.key.step < b.key.step
 }

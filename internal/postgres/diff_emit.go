@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 )
 
@@ -57,7 +58,7 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.add(dropKey(id), stmt("DROP TABLE "+qname(id.Schema, id.Name), HazardDeletesData))
 	case Column:
 		hazards := []Hazard{HazardDeletesData}
-		if o.Generated {
+		if _, recreated := d.desired.byID[id]; recreated && o.Generated {
 			hazards = nil // derived from other columns, recomputed on re-creation
 		}
 		d.add(dropKey(id), stmt(alterTable(id.Schema, id.Name)+" DROP COLUMN "+ident(o.Name), hazards...))
@@ -66,11 +67,11 @@ func (d *differ) emitDrop(id ID, obj any) {
 	case Index:
 		d.add(dropKey(id), stmt("DROP INDEX "+qname(o.Schema, o.Name)))
 	case View:
-		what := "VIEW"
-		if o.Materialized {
-			what = "MATERIALIZED VIEW"
+		var hazards []Hazard
+		if _, recreated := d.desired.byID[id]; o.Materialized && !recreated {
+			hazards = []Hazard{HazardDeletesData} // its stored rows, which nothing recomputes
 		}
-		d.add(dropKey(id), stmt("DROP "+what+" "+qname(o.Schema, o.Name)))
+		d.add(dropKey(id), stmt("DROP "+viewWord(o)+" "+qname(o.Schema, o.Name), hazards...))
 	case Function:
 		d.add(dropKey(id), stmt("DROP "+routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")"))
 	case Trigger:
@@ -139,7 +140,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.emitOwner(o, nil)
 	case Table:
 		d.created[id] = true
-		d.add(k, stmt(createTable(o)))
+		d.add(k, stmt(createTable(o), d.partitionHazards(o)...))
 		d.comment(k, "TABLE "+qname(o.Schema, o.Name), "", o.Comment)
 		for _, c := range o.Columns {
 			col := ColumnID(o.Schema, o.Name, c.Name)
@@ -156,11 +157,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
 		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	case Index:
-		var hazards []Hazard
-		if !d.tableIsNew(o.Schema, o.Table) && !d.viewIsNew(o.Schema, o.Table) {
-			hazards = []Hazard{HazardBuildsIndex, HazardBlocksWrites}
-		}
-		d.add(k, stmt(strings.Replace(o.Definition, " ON ONLY ", " ON ", 1), hazards...))
+		d.add(k, stmt(strings.Replace(o.Definition, " ON ONLY ", " ON ", 1), d.indexHazards(id, o)...))
 		d.comment(k, "INDEX "+qname(o.Schema, o.Name), "", o.Comment)
 	case View:
 		d.add(k, stmt(createView(o)))
@@ -178,11 +175,35 @@ func (d *differ) emitCreate(id ID, obj any) {
 	}
 }
 
-func (d *differ) viewIsNew(schema, name string) bool {
-	id := ID{Kind: KindMatView, Schema: schema, Name: name}
-	_, inLive := d.live.byID[id]
-	_, inDesired := d.desired.byID[id]
-	return inDesired && (!inLive || d.dropped[id])
+// partitionHazards: a new partition of a table with a default partition
+// makes PostgreSQL scan the default one for rows that now belong to it.
+func (d *differ) partitionHazards(t Table) []Hazard {
+	if t.PartitionOf == nil || d.tableIsNew(t.PartitionOf.Schema, t.PartitionOf.Name) {
+		return nil
+	}
+	for _, lt := range d.live.m.Tables {
+		if sameName(lt.PartitionOf, t.PartitionOf) && lt.PartitionBound == "DEFAULT" && !d.dropped[lt.ID()] {
+			return []Hazard{HazardBlocksWrites, HazardMayFail}
+		}
+	}
+	return nil
+}
+
+// indexHazards: building an index on rows that already exist holds off
+// writes while it reads them all; a unique one may find duplicates.
+func (d *differ) indexHazards(id ID, ix Index) []Hazard {
+	owner, ok := d.live.owner(id)
+	if !ok {
+		owner, ok = d.desired.owner(id)
+	}
+	if _, existed := d.live.byID[owner]; !ok || !existed || d.dropped[owner] {
+		return nil
+	}
+	hazards := []Hazard{HazardBuildsIndex, HazardBlocksWrites}
+	if strings.HasPrefix(ix.Definition, "CREATE UNIQUE ") {
+		hazards = append(hazards, HazardMayFail)
+	}
+	return hazards
 }
 
 func viewWord(v View) string {
@@ -257,6 +278,9 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.alterColumn(id, l, dv.(Column))
 	case Constraint:
 		n := dv.(Constraint)
+		if l.Deferrable != n.Deferrable || l.Deferred != n.Deferred {
+			d.add(k, stmt(alterTable(n.Schema, n.Table)+" ALTER CONSTRAINT "+ident(n.Name)+" "+deferrability(n)))
+		}
 		d.comment(k, "CONSTRAINT "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
 	case Index:
 		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
@@ -320,7 +344,7 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	}
 	if l.NotNull != n.NotNull {
 		if n.NotNull {
-			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", HazardMayFail))
+			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", HazardMayFail, HazardBlocksWrites))
 		} else {
 			d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
 		}
@@ -340,7 +364,7 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	}
 	for _, c := range n.Constraints {
 		if def, ok := old[c.Name]; !ok || def != c.Definition {
-			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, HazardMayFail))
+			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, HazardMayFail, HazardBlocksWrites))
 		}
 	}
 	d.comment(k, "DOMAIN "+name, l.Comment, n.Comment)
@@ -348,6 +372,11 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 
 func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 	name := qname(n.Schema, n.Name)
+	// Only values stored in table columns can be lost or fail to convert.
+	var deletes, mayFail []Hazard
+	if d.storedInColumns(l.ID()) {
+		deletes, mayFail = []Hazard{HazardDeletesData}, []Hazard{HazardMayFail}
+	}
 	old := map[string]Attribute{}
 	for _, a := range l.Attributes {
 		old[a.Name] = a
@@ -358,7 +387,7 @@ func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 	}
 	for _, a := range l.Attributes {
 		if !want[a.Name] {
-			d.add(k, stmt("ALTER TYPE "+name+" DROP ATTRIBUTE "+ident(a.Name), HazardDeletesData))
+			d.add(k, stmt("ALTER TYPE "+name+" DROP ATTRIBUTE "+ident(a.Name), deletes...))
 		}
 	}
 	for _, a := range n.Attributes {
@@ -371,10 +400,19 @@ func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 			if a.Collation != "" {
 				def += " COLLATE " + a.Collation
 			}
-			d.add(k, stmt("ALTER TYPE "+name+" ALTER ATTRIBUTE "+ident(a.Name)+" TYPE "+def, HazardMayFail))
+			d.add(k, stmt("ALTER TYPE "+name+" ALTER ATTRIBUTE "+ident(a.Name)+" TYPE "+def, mayFail...))
 		}
 	}
 	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
+}
+
+func (d *differ) storedInColumns(typ ID) bool {
+	for _, dep := range d.live.deps {
+		if dep.RefObject == typ && dep.Object.Kind == KindColumn {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *differ) alterTable(k nodeKey, l, n Table) {
@@ -437,7 +475,7 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 			d.add(k, stmt(alterColumn(id)+" DROP DEFAULT"))
 			oldDefault = ""
 		}
-		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, l, n), d.conversionHazards(l, n)...))
+		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, n), d.conversionHazards(id, l, n)...))
 	}
 	if oldDefault != n.Default && !n.Generated {
 		if n.Default == "" {
@@ -467,45 +505,123 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(id.Sub), l.Comment, n.Comment)
 }
 
-// conversion is the USING expression that turns the old value into the new type.
-func (d *differ) conversion(id ID, l, n Column) string {
+// conversion is the USING expression that turns the old value into the new
+// type: a replaced enum or domain goes through text, since the old and new
+// types have no cast between them.
+func (d *differ) conversion(id ID, n Column) string {
 	col := ident(id.Sub)
-	for typ := range d.replaced {
-		if d.columnIsOfType(id, typ) {
-			if strings.HasSuffix(n.Type, "[]") {
-				return col + "::text[]::" + n.Type
-			}
-			return col + "::text::" + n.Type
+	if _, ok := d.replacedTypeOf(id); ok {
+		if strings.HasSuffix(n.Type, "[]") {
+			return col + "::text[]::" + n.Type
 		}
+		return col + "::text::" + n.Type
 	}
 	return col + "::" + n.Type
 }
 
-// conversionHazards: widening a varchar, or a varchar to text, is a catalog
-// change; any other type change rewrites the table and may fail on values.
-func (d *differ) conversionHazards(l, n Column) []Hazard {
-	if binaryCoercible(l.Type, n.Type) && l.Collation == n.Collation {
-		return []Hazard{HazardBlocksWrites}
+// conversionHazards: a binary-coercible change (a wider varchar or numeric,
+// varchar to text, a new collation) only touches the catalog; any other
+// change rewrites the table, and may fail on existing values unless every
+// old value fits the new type.
+func (d *differ) conversionHazards(id ID, l, n Column) []Hazard {
+	if typ, ok := d.replacedTypeOf(id); ok {
+		hazards := []Hazard{HazardRewritesTable, HazardBlocksWrites}
+		if d.replacementMayFail(typ) {
+			hazards = append(hazards, HazardMayFail)
+		}
+		return hazards
+	}
+	switch {
+	case binaryCoercible(l.Type, n.Type):
+		return nil
+	case widening(l.Type, n.Type):
+		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
 	}
 	return []Hazard{HazardRewritesTable, HazardBlocksWrites, HazardMayFail}
 }
 
-func binaryCoercible(from, to string) bool {
-	const vc = "character varying"
-	if !strings.HasPrefix(from, vc) {
-		return false
+func (d *differ) replacedTypeOf(col ID) (ID, bool) {
+	for typ := range d.replaced {
+		if d.columnIsOfType(col, typ) {
+			return typ, true
+		}
 	}
-	if to == "text" || to == vc {
+	return ID{}, false
+}
+
+// replacementMayFail: a value of the old type may have no place in the
+// new one (an enum label removed, a domain on another base type).
+func (d *differ) replacementMayFail(typ ID) bool {
+	l, isEnum := d.live.byID[typ].(Enum)
+	if !isEnum {
 		return true
 	}
-	var a, b int
-	if _, err := fmt.Sscanf(from, vc+"(%d)", &a); err != nil {
-		return false
+	want := map[string]bool{}
+	for _, label := range d.desired.byID[typ].(Enum).Labels {
+		want[label] = true
 	}
-	if _, err := fmt.Sscanf(to, vc+"(%d)", &b); err != nil {
-		return false
+	for _, label := range l.Labels {
+		if !want[label] {
+			return true
+		}
 	}
-	return b >= a
+	return false
+}
+
+func binaryCoercible(from, to string) bool {
+	const vc, num = "character varying", "numeric"
+	switch {
+	case from == to:
+		return true // only the collation changes
+	case strings.HasPrefix(from, vc):
+		if to == "text" || to == vc {
+			return true
+		}
+		a, okA := typmod(from, vc+"(%d)")
+		b, okB := typmod(to, vc+"(%d)")
+		return okA && okB && b >= a
+	case strings.HasPrefix(from, num+"("):
+		if to == num {
+			return true
+		}
+		var p1, s1, p2, s2 int
+		_, err1 := fmt.Sscanf(from, num+"(%d,%d)", &p1, &s1)
+		_, err2 := fmt.Sscanf(to, num+"(%d,%d)", &p2, &s2)
+		return err1 == nil && err2 == nil && s1 == s2 && p2 >= p1
+	}
+	return false
+}
+
+func typmod(typ, format string) (int, bool) {
+	var n int
+	_, err := fmt.Sscanf(typ, format, &n)
+	return n, err == nil
+}
+
+// widening reports conversions every old value survives.
+func widening(from, to string) bool {
+	if strings.HasSuffix(from, "[]") && strings.HasSuffix(to, "[]") {
+		return widening(strings.TrimSuffix(from, "[]"), strings.TrimSuffix(to, "[]"))
+	}
+	switch {
+	case to == "text", binaryCoercible(from, to):
+		return true
+	case from == "smallint":
+		return to == "integer" || to == "bigint"
+	case from == "integer":
+		return to == "bigint"
+	case from == "real":
+		return to == "double precision"
+	case from == "timestamp without time zone":
+		return to == "timestamp with time zone"
+	case strings.HasPrefix(from, "numeric"):
+		// As many digits before and after the point, or more.
+		var p1, s1, p2, s2 int
+		_, err1 := fmt.Sscanf(from, "numeric(%d,%d)", &p1, &s1)
+		_, err2 := fmt.Sscanf(to, "numeric(%d,%d)", &p2, &s2)
+		return to == "numeric" || (err1 == nil && err2 == nil && s2 >= s1 && p2-s2 >= p1-s1)
+	}
+	return false
 }
 
 func addColumnHazards(c Column) []Hazard {
@@ -520,11 +636,20 @@ func addColumnHazards(c Column) []Hazard {
 	return nil
 }
 
-// volatileDefault is a conservative guess: a default that calls a function
-// may be volatile, and a volatile default fills every existing row.
+// volatileDefault is a conservative guess from the text: a default that
+// calls a function other than the usual stable ones may be volatile, and a
+// volatile default is computed for, and written to, every existing row.
 func volatileDefault(expr string) bool {
-	return strings.Contains(expr, "(") && !strings.HasPrefix(expr, "'")
+	rest := expr
+	for _, stable := range []string{"now()", "transaction_timestamp()", "statement_timestamp()"} {
+		rest = strings.ReplaceAll(rest, stable, "")
+	}
+	return functionCall.MatchString(rest)
 }
+
+// functionCall matches a name followed by "(", but not a type modifier
+// after a cast ("::numeric(10,2)").
+var functionCall = regexp.MustCompile(`(^|[^:A-Za-z0-9_."])[A-Za-z_][A-Za-z0-9_."]*\(`)
 
 func (d *differ) constraintHazards(c Constraint) []Hazard {
 	if d.tableIsNew(c.Schema, c.Table) {
@@ -570,10 +695,11 @@ func identityWord(mode string) string {
 
 func identityClause(c Column) string {
 	s := "GENERATED " + identityWord(c.Identity) + " AS IDENTITY"
-	if c.IdentityOptions != nil {
-		if opts := changedSequenceOptions(defaultSequenceOptions(c.IdentityOptions.Type, c.IdentityOptions.Increment), *c.IdentityOptions); opts != "" {
-			s += " (" + opts + ")"
-		}
+	if o := c.IdentityOptions; o != nil && *o != defaultSequenceOptions(o.Type) {
+		// The defaults of MINVALUE, MAXVALUE and START depend on the
+		// direction, so once anything differs, say everything.
+		all := sequenceClause(*o)
+		s += " (" + strings.TrimPrefix(all, "AS "+o.Type+" ") + ")"
 	}
 	return s
 }
@@ -602,7 +728,9 @@ func identitySetOptions(l, n SequenceOptions) string {
 	return strings.Join(out, " ")
 }
 
-func defaultSequenceOptions(typ string, increment int64) SequenceOptions {
+// defaultSequenceOptions are what CREATE SEQUENCE gives a sequence of typ
+// when told nothing else.
+func defaultSequenceOptions(typ string) SequenceOptions {
 	max := int64(math.MaxInt64)
 	switch typ {
 	case "integer":
@@ -610,12 +738,7 @@ func defaultSequenceOptions(typ string, increment int64) SequenceOptions {
 	case "smallint":
 		max = math.MaxInt16
 	}
-	o := SequenceOptions{Type: typ, Start: 1, Increment: 1, Min: 1, Max: max, Cache: 1}
-	if increment < 0 {
-		o = SequenceOptions{Type: typ, Start: -1, Increment: increment, Min: -max - 1, Max: -1, Cache: 1}
-	}
-	o.Increment = increment
-	return o
+	return SequenceOptions{Type: typ, Start: 1, Increment: 1, Min: 1, Max: max, Cache: 1}
 }
 
 func sequenceClause(o SequenceOptions) string {
@@ -723,4 +846,14 @@ func createView(v View) string {
 	}
 	body := strings.TrimSuffix(strings.TrimSpace(v.Definition), ";")
 	return s + " AS\n" + body
+}
+
+func deferrability(c Constraint) string {
+	switch {
+	case c.Deferred:
+		return "DEFERRABLE INITIALLY DEFERRED"
+	case c.Deferrable:
+		return "DEFERRABLE INITIALLY IMMEDIATE"
+	}
+	return "NOT DEFERRABLE"
 }

@@ -162,7 +162,10 @@ ORDER BY a.attrelid, a.attnum`
 // referenced key's index instead).
 var constraintsQuery = `
 SELECT k.oid, CASE WHEN k.contype IN ('p', 'u', 'x') THEN k.conindid ELSE 0 END,
-	n.nspname, c.relname, k.conname, k.contype::text, pg_get_constraintdef(k.oid),
+	n.nspname, c.relname, k.conname, k.contype::text,
+	-- pg_get_constraintdef leaves out the storage parameters of a key's index.
+	pg_get_constraintdef(k.oid) || CASE WHEN k.contype IN ('p', 'u') AND ki.reloptions IS NOT NULL
+		THEN ' WITH (' || array_to_string(ki.reloptions, ', ') || ')' ELSE '' END,
 	k.condeferrable, k.condeferred,
 	ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY u(attnum, i)
 		JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.i),
@@ -173,6 +176,7 @@ JOIN pg_class c ON c.oid = k.conrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_class rc ON rc.oid = k.confrelid
 LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+LEFT JOIN pg_class ki ON ki.oid = k.conindid
 WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
 	AND k.contype IN ('p', 'u', 'c', 'f', 'x')
 	AND ` + notExtensionMember("pg_class", "c.oid")
