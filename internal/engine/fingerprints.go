@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ptah-run/ptah/internal/fingerprint"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// PlanFingerprint covers a plan's content and every binding, in this order:
+// schema name and UID, statements (SQL, then hazards), destructive, lock
+// timeout, then the bindings as their JSON encoding. The Fingerprint field
+// itself is not an input.
+func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
+	b := fingerprint.New("ptah.run/schema-plan/v1").
+		String("schema.name", s.Schema.Name).
+		String("schema.uid", s.Schema.UID).
+		Int("statements", int64(len(s.Statements)))
+	for _, st := range s.Statements {
+		b.String("sql", st.SQL).Strings("hazards", st.Hazards)
+	}
+	return b.Bool("destructive", s.Destructive).
+		String("lockTimeout", s.LockTimeout).
+		JSON("bindings", s.Bindings).
+		Sum()
+}
+
+// ErrPlanTampered: a stored plan no longer hashes to its fingerprint.
+var ErrPlanTampered = errors.New("plan content does not match its fingerprint")
+
+// VerifyPlan refuses a plan whose stored content was changed after it was
+// published.
+func VerifyPlan(p Plan) error {
+	if got := PlanFingerprint(p.Spec); got != p.Spec.Fingerprint {
+		return fmt.Errorf("plan %s (uid %s): %w (stored %s, content hashes to %s); it cannot be approved or applied",
+			p.Name, p.UID, ErrPlanTampered, p.Spec.Fingerprint, got)
+	}
+	return nil
+}
+
+// InputFingerprint covers what a claim was decided from: the plan, and the
+// bindings read when it was decided. The shell derives it again from a fresh
+// read before dispatch; a different value means the inputs moved.
+func InputFingerprint(planFingerprint string, b api.Bindings) string {
+	return fingerprint.New("ptah.run/claim-inputs/v1").
+		String("plan", planFingerprint).
+		JSON("bindings", b).
+		Sum()
+}

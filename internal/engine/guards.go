@@ -1,0 +1,156 @@
+// Package engine holds the decisions ptah makes, for every mode and family,
+// as pure functions: the shells (the local runner, the controller) read the
+// store and the database, pass what they saw in, and carry out what comes
+// back. Nothing here does I/O, reads a clock or draws a random number.
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// StoredObject is what the fence needs of one stored object.
+type StoredObject struct {
+	Kind, Namespace, Name string
+	// ContractVersion is the highest contract version recorded on the
+	// object: the store's own record and any carried in its spec or status.
+	ContractVersion int
+}
+
+// FutureStateError refuses stored state written under a newer contract.
+type FutureStateError struct {
+	Objects []StoredObject
+	Own     int
+}
+
+func (e *FutureStateError) Error() string {
+	names := make([]string, len(e.Objects))
+	for i, o := range e.Objects {
+		names[i] = fmt.Sprintf("%s %s/%s (contract version %d)", o.Kind, o.Namespace, o.Name, o.ContractVersion)
+	}
+	return fmt.Sprintf("stored state was written by a newer ptah than this one (contract version %d), which would misread it: %s; upgrade ptah",
+		e.Own, strings.Join(names, ", "))
+}
+
+// VerifyStoredState is the fence of the pass: every stored object must have
+// been written under a contract this binary understands.
+func VerifyStoredState(objects []StoredObject, own int) error {
+	var newer []StoredObject
+	for _, o := range objects {
+		if o.ContractVersion > own {
+			newer = append(newer, o)
+		}
+	}
+	if len(newer) == 0 {
+		return nil
+	}
+	return &FutureStateError{Objects: newer, Own: own}
+}
+
+// Claimant is a resource that addresses a database.
+type Claimant struct {
+	Kind, Namespace, Name string
+	CoordinationDigest    string
+	SharedRealm           bool
+}
+
+func (c Claimant) String() string { return c.Kind + " " + c.Namespace + "/" + c.Name }
+
+// TakeRealmCensus decides whether self may write its database: it may when
+// no other resource claims the same coordination digest, or when every
+// claimant, self included, declared the sharing. It returns the rivals.
+func TakeRealmCensus(self Claimant, all []Claimant) (contested bool, rivals []Claimant) {
+	everyoneShares := self.SharedRealm
+	for _, c := range all {
+		if c.CoordinationDigest != self.CoordinationDigest || (c.Kind == self.Kind && c.Namespace == self.Namespace && c.Name == self.Name) {
+			continue
+		}
+		rivals = append(rivals, c)
+		everyoneShares = everyoneShares && c.SharedRealm
+	}
+	sort.Slice(rivals, func(i, j int) bool { return rivals[i].String() < rivals[j].String() })
+	return len(rivals) > 0 && !everyoneShares, rivals
+}
+
+// Approval is a stored approval object.
+type Approval struct {
+	Name, UID string
+	Spec      api.PtahSchemaApprovalSpec
+	Status    api.PtahSchemaApprovalStatus
+}
+
+// Plan is a stored plan object.
+type Plan struct {
+	Name, UID string
+	Spec      api.PtahSchemaPlanSpec
+}
+
+// Ref is the reference a status keeps to the plan.
+func (p Plan) Ref() api.PlanReference {
+	return api.PlanReference{ObjectReference: api.ObjectReference{Name: p.Name, UID: p.UID}, Fingerprint: p.Spec.Fingerprint}
+}
+
+// FindApproval returns the approval that authorizes plan: it names the
+// plan's name and UID and fingerprint, carries the plan's bindings, and was
+// never marked stale. An approval for a same-named plan with another UID
+// authorizes nothing.
+func FindApproval(plan Plan, approvals []Approval) *Approval {
+	for i, a := range approvals {
+		if a.Status.Stale {
+			continue
+		}
+		if a.Spec.Plan.Name == plan.Name && a.Spec.Plan.UID == plan.UID &&
+			a.Spec.PlanFingerprint == plan.Spec.Fingerprint && a.Spec.Bindings == plan.Spec.Bindings {
+			return &approvals[i]
+		}
+	}
+	return nil
+}
+
+// StaleApprovals returns the approvals that still look live but name a plan
+// other than current (nil: there is no current plan). Once marked stale they
+// never authorize again, even if a plan with the same name comes back.
+func StaleApprovals(current *api.PlanReference, approvals []Approval) []Approval {
+	var stale []Approval
+	for _, a := range approvals {
+		if a.Status.Stale {
+			continue
+		}
+		if current == nil || a.Spec.Plan.UID != current.UID || a.Spec.PlanFingerprint != current.Fingerprint {
+			stale = append(stale, a)
+		}
+	}
+	return stale
+}
+
+// Verdict is what policy and approvals allow for a plan.
+type Verdict struct {
+	Authorized bool
+	Approval   *Approval // the approval that authorized, if one was needed
+	Phase      api.Phase
+	Reason     string
+	Message    string
+}
+
+// Authorize applies spec.policy to a current plan.
+func Authorize(policy api.Policy, plan Plan, approvals []Approval) Verdict {
+	if policy.Apply == api.ApplyNever {
+		return Verdict{Phase: api.PhasePlanned, Reason: api.ReasonPlanned,
+			Message: fmt.Sprintf("plan %s is published; policy.apply is Never, so ptah does not apply it", plan.Name)}
+	}
+	if plan.Spec.Destructive && !policy.AllowDestructive {
+		return Verdict{Phase: api.PhaseBlocked, Reason: api.ReasonDestructiveNotAllowed,
+			Message: fmt.Sprintf("plan %s deletes data and policy.allowDestructive is false; review it, then set allowDestructive to apply it", plan.Name)}
+	}
+	if policy.Apply == api.ApplyAlways && !plan.Spec.Destructive {
+		return Verdict{Authorized: true, Phase: api.PhaseApplying, Reason: api.ReasonApplying}
+	}
+	if a := FindApproval(plan, approvals); a != nil {
+		return Verdict{Authorized: true, Approval: a, Phase: api.PhaseApplying, Reason: api.ReasonApplying}
+	}
+	return Verdict{Phase: api.PhaseAwaitingApproval, Reason: api.ReasonAwaitingApproval,
+		Message: fmt.Sprintf("plan %s (uid %s) awaits approval: ptah approve %s --fingerprint %s", plan.Name, plan.UID, plan.UID, plan.Spec.Fingerprint)}
+}

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// Step is what the shell must do next for a PtahSchema.
+type Step string
+
+const (
+	// StepRefuse: stop; Decision.Err says why (the fence).
+	StepRefuse Step = "Refuse"
+	// StepReleaseOwed: release the lease Status.OwedRelease names, then write
+	// Decision.Status (which no longer owes it).
+	StepReleaseOwed Step = "ReleaseOwed"
+	// StepWriteStatus: write Decision.Status; stop if Decision.Stable, else
+	// run the pass again.
+	StepWriteStatus Step = "WriteStatus"
+	// StepObserve: read the database and the declared files, and run the pass
+	// again with the Observation.
+	StepObserve Step = "Observe"
+	// StepMarkStale: mark Decision.Stale approvals stale, then run again.
+	StepMarkStale Step = "MarkStale"
+	// StepPublish: create the plan object from Decision.Plan (replacing any
+	// object of the same name, so it gets a new UID), point Status.Plan at
+	// it, and run again.
+	StepPublish Step = "Publish"
+	// StepRederive: derive the claim's input fingerprint again from a fresh
+	// read and run again with it.
+	StepRederive Step = "Rederive"
+	// StepDispatch: take the lease, write Status with the dispatch marker,
+	// then execute the plan once and account for it.
+	StepDispatch Step = "Dispatch"
+)
+
+// Observation is one fresh reading: the bindings of the moment and the plan
+// they give.
+type Observation struct {
+	Bindings    api.Bindings
+	Statements  []api.PlanStatement
+	Destructive bool
+	LockTimeout string
+}
+
+// SchemaPassInput is everything the pass decides from.
+type SchemaPassInput struct {
+	Now        time.Time
+	Name, UID  string
+	Generation int64
+	Spec       api.PtahSchemaSpec
+	Status     api.PtahSchemaStatus
+	Binding    api.ExecutionBinding
+
+	Stored []StoredObject
+	Realm  []Claimant // every registered resource, self included
+	Self   Claimant
+
+	// Observation is a reading taken during this pass; nil until one is.
+	Observation *Observation
+	// CurrentPlan is the object Status.Plan names, nil when none (or gone).
+	CurrentPlan *Plan
+	Approvals   []Approval
+	// Rederived is the input fingerprint derived again from a fresh read
+	// for the active claim; "" until derived.
+	Rederived string
+	// WriterMayStillWrite: a dispatched run's writer session is still alive
+	// and before its deadline.
+	WriterMayStillWrite bool
+
+	NewOperationID string        // used if the pass claims
+	RunTimeout     time.Duration // a claim's deadline is Now + RunTimeout
+}
+
+// Decision is the pass's answer. Status is always the complete status to
+// write with the step.
+type Decision struct {
+	Step      Step
+	Status    api.PtahSchemaStatus
+	Stable    bool
+	Err       error
+	Plan      *api.PtahSchemaPlanSpec
+	Stale     []Approval
+	Operation *api.Operation
+}
+
+// SchemaPass decides the next step for one PtahSchema (DESIGN.md section 4).
+// The shell carries the step out and calls it again until a stable status.
+func SchemaPass(in SchemaPassInput) Decision {
+	st := in.Status
+	st.ExecutionBinding = &in.Binding
+	st.ObservedGeneration = in.Generation
+
+	if err := VerifyStoredState(in.Stored, in.Binding.ContractVersion); err != nil {
+		return Decision{Step: StepRefuse, Err: err}
+	}
+	if st.OwedRelease != nil {
+		st.OwedRelease = nil
+		return Decision{Step: StepReleaseOwed, Status: st}
+	}
+	if contested, rivals := TakeRealmCensus(in.Self, in.Realm); contested && !claimDispatched(st) {
+		st.ActiveOperation = nil // nothing of it was dispatched
+		return stable(st, api.PhaseBlocked, api.ReasonRealmConflict, fmt.Sprintf(
+			"the database is also claimed by %s; one database has one writer unless every claimant sets spec.target.sharedRealm",
+			joinClaimants(rivals)))
+	}
+	if op := st.ActiveOperation; op != nil {
+		return continueClaim(in, st, op)
+	}
+	if p := st.PendingObservation; p != nil {
+		if in.Observation == nil {
+			return Decision{Step: StepObserve, Status: st}
+		}
+		// The fresh reading answers what the run did: the schema is
+		// declarative, so the observed database is the whole answer.
+		st.Applied = &api.AppliedPlan{OperationID: p.OperationID, Plan: p.Plan, Outcome: api.OutcomeObserved, FinishedAt: in.Now,
+			Message: "the run's outcome was unknown; the database was observed again"}
+		st.PendingObservation = nil
+		st.Plan = nil
+		return Decision{Step: StepWriteStatus, Status: st}
+	}
+	if in.Observation == nil {
+		return Decision{Step: StepObserve, Status: st}
+	}
+	return planAndAuthorize(in, st)
+}
+
+func claimDispatched(st api.PtahSchemaStatus) bool {
+	return st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil
+}
+
+// continueClaim carries a recorded claim forward after a restart or between
+// steps of one pass.
+func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operation) Decision {
+	if op.DispatchedAt != nil {
+		// The run may have executed: never dispatch it again. While its
+		// writer may still be writing, the database stays held.
+		if in.WriterMayStillWrite {
+			return stable(st, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
+				"operation %s was dispatched and its writer session may still be running (deadline %s)", op.ID, op.Deadline.Format(time.RFC3339)))
+		}
+		st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now}
+		st.ActiveOperation = nil
+		st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
+		return Decision{Step: StepWriteStatus, Status: st}
+	}
+	if in.Rederived == "" {
+		return Decision{Step: StepRederive, Status: st, Operation: op}
+	}
+	if in.Rederived != op.InputFingerprint {
+		// The inputs moved between decision and dispatch: the plan is
+		// evidence of a database that no longer exists.
+		st.ActiveOperation = nil
+		st.Plan = nil
+		return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
+			fmt.Sprintf("inputs moved since operation %s was claimed; observing again", op.ID))}
+	}
+	return Decision{Step: StepDispatch, Status: st, Operation: op}
+}
+
+func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
+	obs := in.Observation
+	if len(obs.Statements) == 0 {
+		st.Plan = nil
+		if stale := StaleApprovals(nil, in.Approvals); len(stale) > 0 {
+			return Decision{Step: StepMarkStale, Status: st, Stale: stale}
+		}
+		return stable(st, api.PhaseInSync, api.ReasonInSync, "the database matches the declared schema")
+	}
+	spec := api.PtahSchemaPlanSpec{
+		Schema:      api.ObjectReference{Name: in.Name, UID: in.UID},
+		Statements:  obs.Statements,
+		Destructive: obs.Destructive,
+		LockTimeout: obs.LockTimeout,
+		Bindings:    obs.Bindings,
+	}
+	spec.Fingerprint = PlanFingerprint(spec)
+	cur := in.CurrentPlan
+	if cur == nil || st.Plan == nil || cur.UID != st.Plan.UID || cur.Spec.Fingerprint != spec.Fingerprint {
+		return Decision{Step: StepPublish, Status: st, Plan: &spec}
+	}
+	if err := VerifyPlan(*cur); err != nil {
+		return stable(st, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
+	}
+	ref := cur.Ref()
+	if stale := StaleApprovals(&ref, in.Approvals); len(stale) > 0 {
+		return Decision{Step: StepMarkStale, Status: st, Stale: stale}
+	}
+	v := Authorize(in.Spec.Policy, *cur, in.Approvals)
+	if !v.Authorized {
+		return stable(st, v.Phase, v.Reason, v.Message)
+	}
+	op := &api.Operation{
+		ID:                 in.NewOperationID,
+		Plan:               ref,
+		InputFingerprint:   InputFingerprint(ref.Fingerprint, cur.Spec.Bindings),
+		CoordinationDigest: cur.Spec.CoordinationDigest,
+		ClaimedAt:          in.Now,
+		Deadline:           in.Now.Add(in.RunTimeout),
+	}
+	if v.Approval != nil {
+		op.Approval = &api.ObjectReference{Name: v.Approval.Name, UID: v.Approval.UID}
+	}
+	st.ActiveOperation = op
+	return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
+		fmt.Sprintf("operation %s claims plan %s", op.ID, ref.Name)), Operation: op}
+}
+
+// RunResult is how an executed run ended, from the shell's point of view.
+type RunResult int
+
+const (
+	// RunSucceeded: the plan committed.
+	RunSucceeded RunResult = iota
+	// RunFailed: the plan certainly did not commit (it rolled back).
+	RunFailed
+	// RunUncertain: the plan may or may not have committed.
+	RunUncertain
+)
+
+// Account is the one write after a run: the claim becomes a record, and the
+// lease release is owed in the same write.
+func Account(st api.PtahSchemaStatus, op api.Operation, result RunResult, message string, now time.Time) api.PtahSchemaStatus {
+	st.ActiveOperation = nil
+	st.Plan = nil // spent: the next plan is a new object, even with the same content
+	st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
+	switch result {
+	case RunSucceeded:
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: now}
+		return withPhase(st, api.PhaseApplying, api.ReasonApplying, "applied; verifying")
+	case RunFailed:
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: now, Message: message}
+		return withPhase(st, api.PhaseFailed, api.ReasonApplyFailed, message)
+	}
+	st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: now}
+	return withPhase(st, api.PhaseApplying, api.ReasonApplying, "the run's outcome is unknown: "+message)
+}
+
+func withPhase(st api.PtahSchemaStatus, phase api.Phase, reason, message string) api.PtahSchemaStatus {
+	st.Phase, st.Reason, st.Message = phase, reason, message
+	return st
+}
+
+func stable(st api.PtahSchemaStatus, phase api.Phase, reason, message string) Decision {
+	return Decision{Step: StepWriteStatus, Status: withPhase(st, phase, reason, message), Stable: true}
+}
+
+func joinClaimants(cs []Claimant) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.String()
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func bindings(actual string) api.Bindings {
+	return api.Bindings{
+		ArtifactDigest: "sha256:art", CoordinationDigest: "sha256:coord", TargetIdentityDigest: "sha256:target",
+		ActualStateFingerprint: actual, DesiredStateFingerprint: "sha256:desired", PolicyFingerprint: "sha256:policy",
+		ExecutionBinding: api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: "postgres"},
+	}
+}
+
+func observation(destructive bool) *Observation {
+	hz := []string{}
+	if destructive {
+		hz = []string{"deletes-data"}
+	}
+	return &Observation{Bindings: bindings("sha256:live1"), LockTimeout: "5s", Destructive: destructive,
+		Statements: []api.PlanStatement{{SQL: "ALTER TABLE public.t ADD COLUMN b text", Hazards: hz}}}
+}
+
+// published returns the plan object the shell would create for obs.
+func published(obs *Observation, uid string) Plan {
+	spec := api.PtahSchemaPlanSpec{Schema: api.ObjectReference{Name: "app", UID: "schema-uid"}, Statements: obs.Statements,
+		Destructive: obs.Destructive, LockTimeout: obs.LockTimeout, Bindings: obs.Bindings}
+	spec.Fingerprint = PlanFingerprint(spec)
+	return Plan{Name: "app-" + spec.Fingerprint[7:19], UID: uid, Spec: spec}
+}
+
+func approvalFor(p Plan, uid string) Approval {
+	return Approval{Name: "approval-" + uid, UID: uid, Spec: api.PtahSchemaApprovalSpec{
+		Plan: api.ObjectReference{Name: p.Name, UID: p.UID}, Schema: "app", PlanFingerprint: p.Spec.Fingerprint,
+		Bindings: p.Spec.Bindings, Approver: "ana", ApprovedAt: t0}}
+}
+
+func input(policy api.ApplyPolicy) SchemaPassInput {
+	self := Claimant{Kind: api.KindPtahSchema, Namespace: "default", Name: "app", CoordinationDigest: "sha256:coord"}
+	return SchemaPassInput{
+		Now: t0, Name: "app", UID: "schema-uid", Generation: 1,
+		Spec:    api.PtahSchemaSpec{Policy: api.Policy{Apply: policy}},
+		Binding: api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: "postgres"},
+		Realm:   []Claimant{self}, Self: self,
+		NewOperationID: "op-1", RunTimeout: time.Hour,
+	}
+}
+
+// withCurrent is in, after the shell published p and made it current.
+func withCurrent(in SchemaPassInput, p Plan) SchemaPassInput {
+	in.CurrentPlan = &p
+	ref := p.Ref()
+	in.Status.Plan = &ref
+	return in
+}
+
+func TestSchemaPassSteps(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	plan := published(obs, "plan-uid-1")
+	claimed := func() SchemaPassInput {
+		in := withCurrent(input(api.ApplyAlways), plan)
+		in.Observation = obs
+		op := SchemaPass(in).Operation
+		in.Status.ActiveOperation = op
+		return in
+	}
+
+	tests := []struct {
+		name   string
+		in     func() SchemaPassInput
+		step   Step
+		phase  api.Phase
+		reason string
+		stable bool
+	}{
+		{"nothing observed yet: observe", func() SchemaPassInput { return input(api.ApplyOnApproval) }, StepObserve, "", "", false},
+		{"an empty plan is InSync", func() SchemaPassInput {
+			in := input(api.ApplyOnApproval)
+			in.Observation = &Observation{Bindings: bindings("x")}
+			return in
+		}, StepWriteStatus, api.PhaseInSync, api.ReasonInSync, true},
+		{"a new plan is published", func() SchemaPassInput {
+			in := input(api.ApplyOnApproval)
+			in.Observation = obs
+			return in
+		}, StepPublish, "", "", false},
+		{"a current plan without approval awaits one", func() SchemaPassInput {
+			in := withCurrent(input(api.ApplyOnApproval), plan)
+			in.Observation = obs
+			return in
+		}, StepWriteStatus, api.PhaseAwaitingApproval, api.ReasonAwaitingApproval, true},
+		{"policy Never stops at Planned", func() SchemaPassInput {
+			in := withCurrent(input(api.ApplyNever), plan)
+			in.Observation = obs
+			return in
+		}, StepWriteStatus, api.PhasePlanned, api.ReasonPlanned, true},
+		{"an approved plan is claimed", func() SchemaPassInput {
+			in := withCurrent(input(api.ApplyOnApproval), plan)
+			in.Observation = obs
+			in.Approvals = []Approval{approvalFor(plan, "a1")}
+			return in
+		}, StepWriteStatus, api.PhaseApplying, api.ReasonApplying, false},
+		{"Always applies a non-destructive plan without approval", func() SchemaPassInput {
+			in := withCurrent(input(api.ApplyAlways), plan)
+			in.Observation = obs
+			return in
+		}, StepWriteStatus, api.PhaseApplying, api.ReasonApplying, false},
+		{"a destructive plan is blocked without allowDestructive, approved or not", func() SchemaPassInput {
+			p := published(observation(true), "plan-uid-2")
+			in := withCurrent(input(api.ApplyAlways), p)
+			in.Observation = observation(true)
+			in.Approvals = []Approval{approvalFor(p, "a1")}
+			return in
+		}, StepWriteStatus, api.PhaseBlocked, api.ReasonDestructiveNotAllowed, true},
+		{"Always still needs an approval for a destructive plan", func() SchemaPassInput {
+			p := published(observation(true), "plan-uid-2")
+			in := withCurrent(input(api.ApplyAlways), p)
+			in.Spec.Policy.AllowDestructive = true
+			in.Observation = observation(true)
+			return in
+		}, StepWriteStatus, api.PhaseAwaitingApproval, api.ReasonAwaitingApproval, true},
+		{"a claim is re-derived before dispatch", claimed, StepRederive, "", "", false},
+		{"a claim whose inputs held is dispatched", func() SchemaPassInput {
+			in := claimed()
+			in.Rederived = in.Status.ActiveOperation.InputFingerprint
+			return in
+		}, StepDispatch, "", "", false},
+		{"a tampered plan is refused", func() SchemaPassInput {
+			p := plan
+			p.Spec.Statements = []api.PlanStatement{{SQL: "DROP TABLE public.t", Hazards: []string{}}}
+			// Its stored fingerprint still matches the observation, but its
+			// statements were edited in the store.
+			in := withCurrent(input(api.ApplyAlways), p)
+			in.Observation = obs
+			return in
+		}, StepWriteStatus, api.PhaseBlocked, api.ReasonPlanTampered, true},
+		{"an owed release is completed first", func() SchemaPassInput {
+			in := input(api.ApplyAlways)
+			in.Status.OwedRelease = &api.LeaseRelease{CoordinationDigest: "sha256:coord", OperationID: "op-0"}
+			return in
+		}, StepReleaseOwed, "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := SchemaPass(tt.in())
+			if d.Step != tt.step || d.Status.Phase != tt.phase || d.Status.Reason != tt.reason || d.Stable != tt.stable {
+				t.Fatalf("got step %s phase %q reason %q stable %v (%s); want %s %q %q %v",
+					d.Step, d.Status.Phase, d.Status.Reason, d.Stable, d.Status.Message, tt.step, tt.phase, tt.reason, tt.stable)
+			}
+		})
+	}
+}
+
+func TestSchemaPassRefusesFutureState(t *testing.T) {
+	t.Parallel()
+	in := input(api.ApplyAlways)
+	in.Stored = []StoredObject{{Kind: api.KindPtahSchemaPlan, Namespace: "default", Name: "app-1", ContractVersion: api.ContractVersion + 1}}
+	d := SchemaPass(in)
+	var fe *FutureStateError
+	if d.Step != StepRefuse || !errors.As(d.Err, &fe) || !strings.Contains(d.Err.Error(), "PtahSchemaPlan default/app-1") {
+		t.Fatalf("got %s, %v; want a refusal naming the object", d.Step, d.Err)
+	}
+}
+
+func TestSchemaPassApprovalForReplacedUIDIsStale(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	old := published(obs, "uid-old")
+	// The same content published again under the same name: a new object.
+	replacement := published(obs, "uid-new")
+	in := withCurrent(input(api.ApplyOnApproval), replacement)
+	in.Observation = obs
+	in.Approvals = []Approval{approvalFor(old, "a1")}
+
+	d := SchemaPass(in)
+	if d.Step != StepMarkStale || len(d.Stale) != 1 || d.Stale[0].UID != "a1" {
+		t.Fatalf("got %s %v; want the old approval marked stale", d.Step, d.Stale)
+	}
+	in.Approvals[0].Status.Stale = true
+	if d := SchemaPass(in); d.Status.Phase != api.PhaseAwaitingApproval {
+		t.Fatalf("after marking stale: phase %s; the old approval must not authorize the replacement", d.Status.Phase)
+	}
+}
+
+func TestSchemaPassMovedInputsDiscardTheClaim(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	plan := published(obs, "p1")
+	in := withCurrent(input(api.ApplyAlways), plan)
+	in.Observation = obs
+	in.Status.ActiveOperation = SchemaPass(in).Operation
+	in.Rederived = InputFingerprint(plan.Spec.Fingerprint, bindings("sha256:live2"))
+
+	d := SchemaPass(in)
+	if d.Step != StepWriteStatus || d.Status.ActiveOperation != nil || d.Status.Plan != nil || d.Stable {
+		t.Fatalf("got %s claim=%v plan=%v stable=%v; want the claim and plan discarded and the pass continued",
+			d.Step, d.Status.ActiveOperation, d.Status.Plan, d.Stable)
+	}
+}
+
+func TestSchemaPassDispatchedClaimIsNeverDispatchedAgain(t *testing.T) {
+	t.Parallel()
+	dispatched := t0.Add(-time.Minute)
+	op := &api.Operation{ID: "op-9", CoordinationDigest: "sha256:coord", DispatchedAt: &dispatched, Deadline: t0.Add(time.Hour)}
+	in := input(api.ApplyAlways)
+	in.Status.ActiveOperation = op
+
+	in.WriterMayStillWrite = true
+	if d := SchemaPass(in); d.Status.Reason != api.ReasonRunMayStillWrite || !d.Stable || d.Status.ActiveOperation == nil {
+		t.Fatalf("writer alive: got %s %s; want Blocked RunMayStillWrite holding the claim", d.Step, d.Status.Reason)
+	}
+	in.WriterMayStillWrite = false
+	d := SchemaPass(in)
+	if d.Step != StepWriteStatus || d.Status.PendingObservation == nil || d.Status.ActiveOperation != nil || d.Status.OwedRelease == nil {
+		t.Fatalf("writer gone: got %s %+v; want pendingObservation and an owed release, no claim", d.Step, d.Status)
+	}
+	// The owed release comes first, then the observation settles it.
+	in.Status = d.Status
+	if d := SchemaPass(in); d.Step != StepReleaseOwed {
+		t.Fatalf("got %s, want the owed release first", d.Step)
+	}
+	in.Status.OwedRelease = nil
+	if d := SchemaPass(in); d.Step != StepObserve {
+		t.Fatalf("got %s, want a fresh observation owed", d.Step)
+	}
+	in.Observation = &Observation{Bindings: bindings("x")}
+	d = SchemaPass(in)
+	if d.Status.PendingObservation != nil || d.Status.Applied == nil || d.Status.Applied.Outcome != api.OutcomeObserved {
+		t.Fatalf("got %+v; want the pending observation settled", d.Status)
+	}
+}
+
+func TestSchemaPassRealmConflict(t *testing.T) {
+	t.Parallel()
+	in := input(api.ApplyAlways)
+	rival := Claimant{Kind: api.KindPtahSchema, Namespace: "default", Name: "other", CoordinationDigest: "sha256:coord"}
+	in.Realm = append(in.Realm, rival)
+	d := SchemaPass(in)
+	if d.Status.Reason != api.ReasonRealmConflict || !d.Stable || !strings.Contains(d.Status.Message, "default/other") {
+		t.Fatalf("got %s %q", d.Status.Reason, d.Status.Message)
+	}
+	in.Self.SharedRealm = true
+	if d := SchemaPass(in); d.Status.Reason != api.ReasonRealmConflict {
+		t.Fatalf("only self declared the sharing: got %s, want RealmConflict", d.Status.Reason)
+	}
+	in.Realm[1].SharedRealm = true
+	if d := SchemaPass(in); d.Status.Reason == api.ReasonRealmConflict {
+		t.Fatal("every claimant declared the sharing: no conflict expected")
+	}
+}
+
+func TestAccount(t *testing.T) {
+	t.Parallel()
+	op := api.Operation{ID: "op-1", CoordinationDigest: "sha256:coord"}
+	for _, tt := range []struct {
+		result  RunResult
+		phase   api.Phase
+		pending bool
+		outcome string
+	}{
+		{RunSucceeded, api.PhaseApplying, false, api.OutcomeSucceeded},
+		{RunFailed, api.PhaseFailed, false, api.OutcomeFailed},
+		{RunUncertain, api.PhaseApplying, true, ""},
+	} {
+		st := Account(api.PtahSchemaStatus{ActiveOperation: &op}, op, tt.result, "boom", t0)
+		if st.ActiveOperation != nil || st.OwedRelease == nil || st.OwedRelease.OperationID != "op-1" {
+			t.Errorf("result %d: the claim must be swapped for an owed release in one write: %+v", tt.result, st)
+		}
+		if st.Phase != tt.phase || (st.PendingObservation != nil) != tt.pending {
+			t.Errorf("result %d: phase %s pending %v", tt.result, st.Phase, st.PendingObservation != nil)
+		}
+		if tt.outcome != "" && (st.Applied == nil || st.Applied.Outcome != tt.outcome) {
+			t.Errorf("result %d: applied %+v", tt.result, st.Applied)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package v1alpha1
+
+import "time"
+
+// Phase is where a resource stands. The set is small on purpose: scripts
+// branch on it.
+type Phase string
+
+const (
+	// PhaseInSync: the database matches the declaration (a fresh, empty plan).
+	PhaseInSync Phase = "InSync"
+	// PhasePlanned: a plan exists and policy.apply is Never.
+	PhasePlanned Phase = "Planned"
+	// PhaseAwaitingApproval: a plan exists and needs an approval naming it.
+	PhaseAwaitingApproval Phase = "AwaitingApproval"
+	// PhaseBlocked: nothing may run until the reason is dealt with.
+	PhaseBlocked Phase = "Blocked"
+	// PhaseApplying: a claim exists; a run is, or may be, under way.
+	PhaseApplying Phase = "Applying"
+	// PhaseFailed: the last run failed and rolled back; the next pass plans again.
+	PhaseFailed Phase = "Failed"
+)
+
+// Reasons qualify a phase.
+const (
+	ReasonInSync                = "InSync"
+	ReasonPlanned               = "PlanPublished"
+	ReasonAwaitingApproval      = "AwaitingApproval"
+	ReasonRealmConflict         = "RealmConflict"
+	ReasonDestructiveNotAllowed = "DestructiveNotAllowed"
+	ReasonPlanTampered          = "PlanTampered"
+	ReasonLeaseHeld             = "LeaseHeld"
+	ReasonRunMayStillWrite      = "RunMayStillWrite"
+	ReasonApplying              = "Applying"
+	ReasonApplyFailed           = "ApplyFailed"
+)
+
+// PtahSchemaStatus is the observed state of a PtahSchema, and the durable
+// record of the work under way on it.
+type PtahSchemaStatus struct {
+	Phase              Phase       `json:"phase,omitempty"`
+	Reason             string      `json:"reason,omitempty"`
+	Message            string      `json:"message,omitempty"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	// ExecutionBinding is the ptah that last wrote this status.
+	ExecutionBinding *ExecutionBinding `json:"executionBinding,omitempty"`
+	// Plan is the current plan, if any.
+	Plan *PlanReference `json:"plan,omitempty"`
+	// Applied is the last plan that ran, and how it ended.
+	Applied *AppliedPlan `json:"applied,omitempty"`
+	// PendingObservation: a dispatched run's outcome is unknown. A fresh
+	// observation of the database is owed before anything is planned again.
+	PendingObservation *PendingObservation `json:"pendingObservation,omitempty"`
+	// ActiveOperation is the claim: recorded before any dispatch.
+	ActiveOperation *Operation `json:"activeOperation,omitempty"`
+	// OwedRelease is a lease release recorded in the same write that cleared
+	// the claim; a later pass completes it before anything else.
+	OwedRelease *LeaseRelease `json:"owedRelease,omitempty"`
+}
+
+// Condition follows the Kubernetes condition convention.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// PlanReference names a plan instance and its fingerprint.
+type PlanReference struct {
+	ObjectReference `json:",inline"`
+	Fingerprint     string `json:"fingerprint"`
+}
+
+// Operation is a claim to apply one plan.
+type Operation struct {
+	ID       string           `json:"id"`
+	Plan     PlanReference    `json:"plan"`
+	Approval *ObjectReference `json:"approval,omitempty"`
+	// InputFingerprint covers what the decision was made from; it is derived
+	// again from a fresh read before dispatch, and the claim is dropped if it
+	// moved.
+	InputFingerprint   string    `json:"inputFingerprint"`
+	CoordinationDigest string    `json:"coordinationDigest"`
+	ClaimedAt          time.Time `json:"claimedAt"`
+	// Deadline is absolute: past it, the run can no longer be writing.
+	Deadline time.Time `json:"deadline"`
+	// DispatchedAt is set, durably, before the first statement may run.
+	DispatchedAt *time.Time `json:"dispatchedAt,omitempty"`
+}
+
+// PendingObservation records a dispatched run whose outcome is unknown.
+type PendingObservation struct {
+	OperationID string        `json:"operationID"`
+	Plan        PlanReference `json:"plan"`
+	Since       time.Time     `json:"since"`
+}
+
+// AppliedPlan records a finished run.
+type AppliedPlan struct {
+	OperationID string        `json:"operationID"`
+	Plan        PlanReference `json:"plan"`
+	Outcome     string        `json:"outcome"` // Succeeded, Failed, Observed
+	FinishedAt  time.Time     `json:"finishedAt"`
+	Message     string        `json:"message,omitempty"`
+}
+
+// Outcomes of a run.
+const (
+	OutcomeSucceeded = "Succeeded"
+	OutcomeFailed    = "Failed"
+	// OutcomeObserved: the run's outcome was unknown and settled by a fresh
+	// observation of the database.
+	OutcomeObserved = "Observed"
+)
+
+// LeaseRelease is a release owed for the lease an operation held.
+type LeaseRelease struct {
+	CoordinationDigest string `json:"coordinationDigest"`
+	OperationID        string `json:"operationID"`
+}

@@ -1,0 +1,106 @@
+package v1alpha1
+
+import "time"
+
+// Kinds of the durable objects beside PtahSchema.
+const (
+	KindPtahSchemaPlan     = "PtahSchemaPlan"
+	KindPtahSchemaApproval = "PtahSchemaApproval"
+)
+
+// ObjectReference names one object instance: a name alone may be reused by
+// a different object, so every reference that authorizes anything carries
+// the UID too.
+type ObjectReference struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+}
+
+// ExecutionBinding is what executes a plan: a plan computed by one ptah is
+// applied only by a ptah with the same binding.
+type ExecutionBinding struct {
+	PtahVersion     string `json:"ptahVersion"`
+	ContractVersion int    `json:"contractVersion"`
+	Engine          string `json:"engine"`
+}
+
+// Bindings are the inputs a plan was computed from. A plan and an approval
+// carry the same bindings; an approval authorizes a plan only while every
+// binding still matches.
+type Bindings struct {
+	// ArtifactDigest fingerprints the declared files (names and contents).
+	ArtifactDigest string `json:"artifactDigest"`
+	// CoordinationDigest names the database for coordination: the engine and
+	// spec.target.coordinationKey, else the target identity.
+	CoordinationDigest string `json:"coordinationDigest"`
+	// TargetIdentityDigest fingerprints the server's system identifier and
+	// the database name.
+	TargetIdentityDigest string `json:"targetIdentityDigest"`
+	// ActualStateFingerprint fingerprints the observed managed schemas.
+	ActualStateFingerprint string `json:"actualStateFingerprint"`
+	// DesiredStateFingerprint fingerprints the declared schema as loaded.
+	DesiredStateFingerprint string `json:"desiredStateFingerprint"`
+	// PolicyFingerprint fingerprints spec.policy and spec.schemas.
+	PolicyFingerprint string `json:"policyFingerprint"`
+	// ExecutionBinding is the ptah that computed the plan.
+	ExecutionBinding ExecutionBinding `json:"executionBinding"`
+}
+
+// PlanStatement is one statement of a plan.
+type PlanStatement struct {
+	SQL     string   `json:"sql"`
+	Hazards []string `json:"hazards"`
+}
+
+// PtahSchemaPlan is an immutable plan: once published, its spec never
+// changes; a different plan is a different object with a new UID.
+//
+// +kubebuilder:object:root=true
+type PtahSchemaPlan struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata,omitempty"`
+	Spec       PtahSchemaPlanSpec `json:"spec"`
+}
+
+// PtahSchemaPlanSpec is the content of a plan.
+type PtahSchemaPlanSpec struct {
+	// Schema is the PtahSchema the plan converges.
+	Schema      ObjectReference `json:"schema"`
+	Statements  []PlanStatement `json:"statements"`
+	Destructive bool            `json:"destructive"`
+	LockTimeout string          `json:"lockTimeout"`
+	Bindings    `json:",inline"`
+	// Fingerprint covers every field above; a stored plan whose content no
+	// longer hashes to it has been tampered with and is refused.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// PtahSchemaApproval records a person's decision to apply one plan. It is
+// immutable but for its status, which marks it stale.
+//
+// +kubebuilder:object:root=true
+type PtahSchemaApproval struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata,omitempty"`
+	Spec       PtahSchemaApprovalSpec   `json:"spec"`
+	Status     PtahSchemaApprovalStatus `json:"status,omitempty"`
+}
+
+// PtahSchemaApprovalSpec binds a decision to one plan instance.
+type PtahSchemaApprovalSpec struct {
+	Plan            ObjectReference `json:"plan"`
+	Schema          string          `json:"schema"`
+	PlanFingerprint string          `json:"planFingerprint"`
+	Bindings        `json:",inline"`
+	Approver        string    `json:"approver"`
+	ApprovedAt      time.Time `json:"approvedAt"`
+	Reason          string    `json:"reason,omitempty"`
+}
+
+// PtahSchemaApprovalStatus says whether the approval can still authorize.
+type PtahSchemaApprovalStatus struct {
+	// Stale: the plan it names stopped being current. A stale approval never
+	// authorizes again.
+	Stale       bool   `json:"stale,omitempty"`
+	StaleReason string `json:"staleReason,omitempty"`
+}
