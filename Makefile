@@ -1,0 +1,33 @@
+# ptah: build, test, lint, demo, bench. Needs Go and the PostgreSQL server
+# binaries (initdb, pg_ctl); .ci/run installs the latter on Debian/Ubuntu.
+
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
+# The whole suite starts its own PostgreSQL servers and runs hundreds of
+# databases; on a small machine under load it takes minutes, not seconds.
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all build test lint demo bench clean
+
+all: lint build test
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ptah ./cmd/ptah
+
+test:
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+lint:
+	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
+	if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+demo:
+	$(GO) run ./examples/demo
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,2 @@
+-- Order lifecycle.
+CREATE TYPE order_status AS ENUM ('pending', 'paid', 'shipped');

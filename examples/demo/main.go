@@ -1,0 +1,169 @@
+// Command demo shows ptah plan on a fresh machine: it starts a throwaway
+// PostgreSQL server, builds an example app's database from
+// examples/app/v1, and asks ptah what it takes to reach the changed
+// declaration in examples/app/v2. Everything it creates is removed at the
+// end, also on error or Ctrl-C.
+//
+//	go run ./examples/demo            (or: make demo)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/cli"
+	"github.com/ptah-run/ptah/internal/pgserver"
+)
+
+// urlVar is how ptah.yaml finds the database: the URL stays out of the file
+// and off the command line.
+const urlVar = "DEMO_DATABASE_URL"
+
+func main() {
+	appDir := flag.String("app", filepath.Join("examples", "app"), "the example app: v1/ and v2/ declarations, seed.sql")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *appDir)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n==> "+format+"\n", args...)
+}
+
+func run(ctx context.Context, appDir string) (err error) {
+	appDir, err = filepath.Abs(appDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(appDir, "v1")); err != nil {
+		return fmt.Errorf("example app not found (run from the repository root, or pass -app): %w", err)
+	}
+
+	step("Starting a throwaway PostgreSQL server (initdb + pg_ctl, unix socket only)")
+	srv, err := pgserver.Start()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    binaries: %s\n    directory: %s\n", srv.BinDir, srv.Dir)
+	defer func() {
+		step("Stopping the server and removing %s", srv.Dir)
+		if stopErr := srv.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+
+	step("Creating database \"shop\" and loading examples/app/v1 and seed.sql, the way the app's database looks today")
+	if err := execSQL(ctx, srv.URL("postgres"), "CREATE DATABASE shop TEMPLATE template0"); err != nil {
+		return err
+	}
+	dbURL := srv.URL("shop")
+	files, err := filepath.Glob(filepath.Join(appDir, "v1", "*.sql"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range append(files, filepath.Join(appDir, "seed.sql")) {
+		sql, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    %s\n", rel(f))
+		if err := execSQL(ctx, dbURL, string(sql)); err != nil {
+			return fmt.Errorf("loading %s: %w", f, err)
+		}
+	}
+
+	work, err := os.MkdirTemp("", "ptah-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	yamlPath := filepath.Join(work, "ptah.yaml")
+	yaml := fmt.Sprintf(`apiVersion: ptah.run/v1alpha1
+kind: PtahSchema
+metadata:
+  name: shop
+spec:
+  target:
+    urlFrom: {env: %s}
+  source:
+    path: %s
+  schemas: [public]
+  policy:
+    apply: OnApproval
+    allowDestructive: false
+    lockTimeout: 5s
+`, urlVar, filepath.Join(appDir, "v2"))
+	if err := os.WriteFile(yamlPath, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	step("Declaring the new schema, examples/app/v2, in %s", yamlPath)
+	fmt.Print(indent(yaml))
+	fmt.Printf("    (%s holds the URL; it is set in this process's environment)\n", urlVar)
+	if err := os.Setenv(urlVar, dbURL); err != nil {
+		return err
+	}
+
+	for _, args := range [][]string{
+		{"plan", "-f", yamlPath},
+		{"plan", "-f", yamlPath, "-o", "sql"},
+	} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		step("ptah %s", strings.Join(args, " "))
+		if code := cli.Run(ctx, args, os.Stdout, os.Stderr); code != 0 {
+			return fmt.Errorf("ptah %s exited with %d", args[0], code)
+		}
+	}
+
+	step("ptah plan --detailed-exitcode: exit 2 tells a CI job the database differs from its declaration")
+	code := cli.Run(ctx, []string{"plan", "-f", yamlPath, "-o", "json", "--detailed-exitcode"}, discard{}, os.Stderr)
+	fmt.Printf("    exit code %d\n", code)
+	if code != cli.ExitChanges {
+		return fmt.Errorf("ptah plan --detailed-exitcode exited with %d, want %d", code, cli.ExitChanges)
+	}
+	fmt.Println("\nThe plan was only shown: ptah plan never changes the database.")
+	return nil
+}
+
+func execSQL(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func rel(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if r, err := filepath.Rel(wd, p); err == nil {
+			return r
+		}
+	}
+	return p
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

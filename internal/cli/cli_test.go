@@ -1,0 +1,488 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/muesli/termenv"
+
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/postgres"
+)
+
+// These tests run ptah in-process with the engine replaced by a fake, to pin
+// down rendering, settings and error reporting without a database. The
+// testscripts cover the same paths end to end.
+
+const testYAML = `apiVersion: ptah.run/v1alpha1
+kind: PtahSchema
+metadata:
+  name: app
+spec:
+  target:
+    urlFrom: {env: PTAHTEST_APP_URL}
+  source:
+    path: schema
+  schemas: [public, app]
+  policy:
+    lockTimeout: 1500ms
+`
+
+const testURL = "postgres://app:hunter2-secret@db.example:5432/app"
+
+// workspace writes ptah.yaml and two declared files into a temp dir and
+// makes it the working directory.
+func workspace(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"ptah.yaml":         testYAML,
+		"schema/b_two.sql":  "CREATE TABLE b ();",
+		"schema/a_one.sql":  "CREATE TABLE a ();",
+		"schema/notes.txt":  "ignored",
+		"settings.yaml":     "output: json\n",
+		"settings-sql.yaml": "output: sql\ndev-url: postgres://dev@devhost/postgres\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	t.Setenv("PTAHTEST_APP_URL", testURL)
+	for _, k := range []string{"PTAH_FILE", "PTAH_OUTPUT", "PTAH_DEV_URL", "PTAH_DETAILED_EXITCODE", "PTAH_CONFIG", "NO_COLOR"} {
+		t.Setenv(k, "")
+	}
+}
+
+// fakePlan is a plan with a destructive statement, a hazard-free one and a
+// multi-line one.
+func fakePlan() *postgres.Plan {
+	return &postgres.Plan{
+		Statements: []postgres.Statement{
+			{SQL: "CREATE TABLE app.a (\n    id integer\n)"},
+			{SQL: "ALTER TABLE public.users DROP COLUMN legacy", Hazards: []postgres.Hazard{postgres.HazardDeletesData, postgres.HazardBlocksWrites}},
+		},
+		Destructive: true,
+		LockTimeout: 1500 * time.Millisecond,
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	reqs           []postgres.PlanRequest
+}
+
+func runPtah(t *testing.T, plan func(context.Context, postgres.PlanRequest) (*postgres.Plan, error), args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	a := newApp(&stdout, &stderr)
+	var res result
+	a.planSchema = func(ctx context.Context, req postgres.PlanRequest) (*postgres.Plan, error) {
+		res.reqs = append(res.reqs, req)
+		if plan == nil {
+			return fakePlan(), nil
+		}
+		return plan(ctx, req)
+	}
+	res.code = a.run(context.Background(), args)
+	res.stdout, res.stderr = stdout.String(), stderr.String()
+	return res
+}
+
+func TestPlanText(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, nil, "plan")
+	want := `PtahSchema "app" (ptah.yaml:1; schemas: public, app; lock timeout 1.5s)
+
+  1  CREATE TABLE app.a (
+         id integer
+     );
+
+  2  ALTER TABLE public.users DROP COLUMN legacy;
+     [deletes-data] [blocks-writes]
+
+Destructive: this plan deletes data; spec.policy.allowDestructive is false, so it would be refused at apply.
+Plan: 2 statements, 1 with hazards, destructive.
+
+Note: privileges and ownership are not managed: grants and owners are neither compared nor planned.
+`
+	if res.code != 0 || res.stdout != want || res.stderr != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr:\n%s", res.code, res.stdout, want, res.stderr)
+	}
+}
+
+func TestPlanTextNoChanges(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		return &postgres.Plan{LockTimeout: time.Second}, nil
+	}, "plan")
+	if !strings.Contains(res.stdout, "\nNo changes. The database matches the declared schema.\n") || !strings.Contains(res.stdout, "privileges and ownership are not managed") {
+		t.Fatalf("stdout:\n%s", res.stdout)
+	}
+}
+
+func TestPlanTextColor(t *testing.T) {
+	results := []planResult{{Resource: testResource(t), Plan: fakePlan()}}
+	var plain, color bytes.Buffer
+	if err := renderText(&plain, results, termenv.Ascii); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderText(&color, results, termenv.ANSI); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), "\x1b[") {
+		t.Errorf("plain output has escape sequences:\n%q", plain.String())
+	}
+	if !strings.Contains(color.String(), "\x1b[") || !strings.Contains(color.String(), "[deletes-data]") {
+		t.Errorf("color output has no escape sequences or lost the tag:\n%q", color.String())
+	}
+	if colorProfile(&plain) != termenv.Ascii {
+		t.Error("a buffer is not a terminal, yet it gets color")
+	}
+}
+
+func testResource(t *testing.T) *config.Resource {
+	t.Helper()
+	f, err := config.Parse("ptah.yaml", []byte(testYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Resources[0]
+}
+
+func TestPlanJSON(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, nil, "plan", "-o", "json")
+	want := `{
+  "items": [
+    {
+      "resource": {
+        "apiVersion": "ptah.run/v1alpha1",
+        "kind": "PtahSchema",
+        "name": "app"
+      },
+      "changes": true,
+      "plan": {
+        "spec": {
+          "statements": [
+            {
+              "sql": "CREATE TABLE app.a (\n    id integer\n)",
+              "hazards": []
+            },
+            {
+              "sql": "ALTER TABLE public.users DROP COLUMN legacy",
+              "hazards": [
+                "deletes-data",
+                "blocks-writes"
+              ]
+            }
+          ],
+          "destructive": true,
+          "lockTimeout": "1.5s"
+        }
+      }
+    }
+  ]
+}
+`
+	if res.code != 0 || res.stdout != want {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr:\n%s", res.code, res.stdout, want, res.stderr)
+	}
+}
+
+func TestPlanSQL(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, nil, "plan", "-o", "sql")
+	want := "-- PtahSchema \"app\" (ptah.yaml)\n" + fakePlan().Script()
+	if res.code != 0 || res.stdout != want {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s", res.code, res.stdout, want)
+	}
+}
+
+func TestPlanRequest(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, nil, "plan", "--dev-url", "postgres://dev:devpw@devhost/postgres")
+	if res.code != 0 || len(res.reqs) != 1 {
+		t.Fatalf("exit %d, %d requests; stderr: %s", res.code, len(res.reqs), res.stderr)
+	}
+	want := postgres.PlanRequest{
+		TargetURL: testURL,
+		DevURL:    "postgres://dev:devpw@devhost/postgres",
+		Files: []postgres.SourceFile{
+			{Name: "schema/a_one.sql", SQL: "CREATE TABLE a ();"},
+			{Name: "schema/b_two.sql", SQL: "CREATE TABLE b ();"},
+		},
+		Schemas:     []string{"public", "app"},
+		LockTimeout: 1500 * time.Millisecond,
+	}
+	if !reflect.DeepEqual(res.reqs[0], want) {
+		t.Fatalf("request = %+v\nwant      %+v", res.reqs[0], want)
+	}
+}
+
+func TestDetailedExitCode(t *testing.T) {
+	workspace(t)
+	empty := func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		return &postgres.Plan{LockTimeout: time.Second}, nil
+	}
+	tests := []struct {
+		args []string
+		plan func(context.Context, postgres.PlanRequest) (*postgres.Plan, error)
+		want int
+	}{
+		{[]string{"plan"}, nil, 0},
+		{[]string{"plan", "--detailed-exitcode"}, nil, 2},
+		{[]string{"plan", "--detailed-exitcode", "-o", "json"}, nil, 2},
+		{[]string{"plan", "--detailed-exitcode"}, empty, 0},
+		{[]string{"plan", "--detailed-exitcode=false"}, nil, 0},
+	}
+	for _, tt := range tests {
+		res := runPtah(t, tt.plan, tt.args...)
+		if res.code != tt.want {
+			t.Errorf("%v: exit %d, want %d; stderr: %s", tt.args, res.code, tt.want, res.stderr)
+		}
+		if res.code == 2 && (res.stderr != "" || res.stdout == "") {
+			t.Errorf("%v: exit 2 must print the plan and no error; stdout %q stderr %q", tt.args, res.stdout, res.stderr)
+		}
+	}
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	workspace(t)
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		prefix  string // of stdout, telling the format
+		wantDev string
+	}{
+		{"default", nil, []string{"plan"}, `PtahSchema "app"`, ""},
+		{"config file", nil, []string{"plan", "--config", "settings.yaml"}, "{", ""},
+		{"config from env", map[string]string{"PTAH_CONFIG": "settings-sql.yaml"}, []string{"plan"}, "--", "postgres://dev@devhost/postgres"},
+		{"env over config", map[string]string{"PTAH_OUTPUT": "sql"}, []string{"plan", "--config", "settings.yaml"}, "--", ""},
+		{"flag over env", map[string]string{"PTAH_OUTPUT": "sql"}, []string{"plan", "--config", "settings.yaml", "-o", "text"}, `PtahSchema "app"`, ""},
+		{"dev url from env", map[string]string{"PTAH_DEV_URL": "postgres://x@y/z"}, []string{"plan", "--config", "settings-sql.yaml"}, "--", "postgres://x@y/z"},
+		{"detailed exit code from env", map[string]string{"PTAH_DETAILED_EXITCODE": "1"}, []string{"plan"}, `PtahSchema "app"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			res := runPtah(t, nil, tt.args...)
+			if res.code != 0 && res.code != 2 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			if !strings.HasPrefix(res.stdout, tt.prefix) {
+				t.Errorf("stdout starts %q, want %q", firstLine(res.stdout), tt.prefix)
+			}
+			if got := res.reqs[0].DevURL; got != tt.wantDev {
+				t.Errorf("DevURL = %q, want %q", got, tt.wantDev)
+			}
+		})
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func TestUsageErrorsComeBeforeIO(t *testing.T) {
+	workspace(t)
+	for _, args := range [][]string{
+		{"plan", "-o", "yaml", "-f", "missing.yaml"},
+		{"plan", "--dev-url", "not a url", "-f", "missing.yaml"},
+		{"plan", "--bogus"},
+		{"bogus"},
+		{"version", "extra"},
+	} {
+		res := runPtah(t, nil, args...)
+		if res.code != ExitUsage || len(res.reqs) != 0 || res.stdout != "" {
+			t.Errorf("%v: exit %d, %d engine calls, stdout %q; want 3, none, empty", args, res.code, len(res.reqs), res.stdout)
+		}
+		if !strings.HasPrefix(res.stderr, "ptah: ") || !strings.Contains(res.stderr, "\nhint: run 'ptah") {
+			t.Errorf("%v: stderr %q", args, res.stderr)
+		}
+	}
+}
+
+func TestEngineErrors(t *testing.T) {
+	workspace(t)
+	tests := []struct {
+		err  error
+		code int
+		hint string
+	}{
+		{fmt.Errorf("%w: dial tcp: refused", postgres.ErrConnect), ExitConnect, "check that the server is up"},
+		{&postgres.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}, ExitLoad, "fix the declared file"},
+		{&postgres.UnsupportedError{Where: "target database", Objects: []string{`rule "r" on table public.t`, `policy "p" on table public.t`}}, ExitUnsupported, "refuses to plan around"},
+		{fmt.Errorf("%w: permission denied to create database", postgres.ErrDevDatabase), ExitDevDatabase, "--dev-url"},
+		{fmt.Errorf("%w: table other.t", postgres.ErrScope), ExitScope, "spec.schemas"},
+		{context.Canceled, ExitInterrupted, ""},
+		{errors.New("something odd"), ExitInternal, "please report it"},
+	}
+	for _, tt := range tests {
+		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) { return nil, tt.err }, "plan")
+		if res.code != tt.code {
+			t.Errorf("%v: exit %d, want %d", tt.err, res.code, tt.code)
+		}
+		if res.stdout != "" {
+			t.Errorf("%v: stdout %q, want nothing", tt.err, res.stdout)
+		}
+		wantMsg := `ptah: planning PtahSchema "app": ` + firstLine(tt.err.Error())
+		if !strings.HasPrefix(res.stderr, wantMsg) {
+			t.Errorf("stderr %q, want it to start with %q", res.stderr, wantMsg)
+		}
+		if !strings.Contains(res.stderr, tt.hint) {
+			t.Errorf("stderr %q, want hint %q", res.stderr, tt.hint)
+		}
+	}
+}
+
+func TestLoadErrorShowsPosition(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		return nil, &postgres.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}
+	}, "plan")
+	want := `ptah: planning PtahSchema "app": loading schema/a_one.sql:3:7: syntax error at or near "TABEL" (SQLSTATE 42601)`
+	if firstLine(res.stderr) != want {
+		t.Fatalf("stderr %q\nwant %q", res.stderr, want)
+	}
+}
+
+func TestUnsupportedListsObjectsIndented(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		return nil, &postgres.UnsupportedError{Where: "target database", Objects: []string{`rule "r_x" on table public.t`}}
+	}, "plan")
+	if !strings.Contains(res.stderr, "\n    rule \"r_x\" on table public.t\n") {
+		t.Fatalf("stderr %q", res.stderr)
+	}
+}
+
+func TestSecretsAreNeverPrinted(t *testing.T) {
+	workspace(t)
+	leaky := []error{
+		fmt.Errorf("%w: failed to connect to %s", postgres.ErrConnect, testURL),
+		fmt.Errorf("%w: password=hunter2-secret host=db", postgres.ErrConnect),
+		fmt.Errorf("%w: %s", postgres.ErrDevDatabase, "postgres://dev:devpw@devhost/postgres"),
+		errors.New("escaped: hunter2%2Dsecret? no: " + "hunter2-secret"),
+	}
+	for _, e := range leaky {
+		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) { return nil, e },
+			"plan", "--dev-url", "postgres://dev:devpw@devhost/postgres")
+		for _, secret := range []string{"hunter2-secret", "devpw"} {
+			if strings.Contains(res.stderr, secret) || strings.Contains(res.stdout, secret) {
+				t.Errorf("output leaks %q:\n%s", secret, res.stderr)
+			}
+		}
+		if !strings.Contains(res.stderr, redacted) {
+			t.Errorf("stderr %q does not show where the secret was", res.stderr)
+		}
+	}
+}
+
+func TestPanicIsAnInternalErrorNotExitTwo(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		panic("boom at " + testURL)
+	}, "plan", "--detailed-exitcode")
+	if res.code != ExitInternal {
+		t.Fatalf("exit %d, want %d", res.code, ExitInternal)
+	}
+	if !strings.HasPrefix(res.stderr, "ptah: internal error: boom") || strings.Contains(res.stderr, "hunter2") {
+		t.Fatalf("stderr %q", res.stderr)
+	}
+}
+
+func TestLiteralURLWarns(t *testing.T) {
+	workspace(t)
+	yaml := strings.Replace(testYAML, "urlFrom: {env: PTAHTEST_APP_URL}", "url: "+testURL, 1)
+	if err := os.WriteFile("ptah.yaml", []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runPtah(t, nil, "plan", "-o", "json")
+	if res.code != 0 || res.reqs[0].TargetURL != testURL {
+		t.Fatalf("exit %d, request %+v", res.code, res.reqs)
+	}
+	if !strings.HasPrefix(res.stderr, "ptah: warning: ptah.yaml:7: PtahSchema \"app\": spec.target.url is a literal URL") || strings.Contains(res.stderr, "hunter2") {
+		t.Fatalf("stderr %q", res.stderr)
+	}
+}
+
+func TestConfigErrorsAreAllReportedBeforeAnyConnection(t *testing.T) {
+	workspace(t)
+	two := testYAML + "---\n" + strings.ReplaceAll(strings.ReplaceAll(testYAML, "name: app", "name: other"), "PTAHTEST_APP_URL", "PTAHTEST_UNSET_URL")
+	if err := os.WriteFile("ptah.yaml", []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove("schema/a_one.sql"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove("schema/b_two.sql"); err != nil {
+		t.Fatal(err)
+	}
+	res := runPtah(t, nil, "plan")
+	if res.code != ExitConfig || len(res.reqs) != 0 {
+		t.Fatalf("exit %d, %d engine calls", res.code, len(res.reqs))
+	}
+	for _, want := range []string{`PtahSchema "app": spec.source.path: directory schema has no .sql files`, `PtahSchema "other": spec.source.path`} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q\nlacks %q", res.stderr, want)
+		}
+	}
+}
+
+func TestExitCodesAreDistinctAndDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, o := range outcomes {
+		if seen[o.code] {
+			t.Errorf("exit code %d listed twice", o.code)
+		}
+		seen[o.code] = true
+		if !strings.Contains(string(readme), fmt.Sprintf("| %d |", o.code)) {
+			t.Errorf("README.md's exit code table lacks %d (%s)", o.code, o.meaning)
+		}
+	}
+}
+
+func BenchmarkRenderText(b *testing.B) {
+	f, err := config.Parse("ptah.yaml", []byte(testYAML))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &postgres.Plan{LockTimeout: time.Second}
+	for i := range 200 {
+		p.Statements = append(p.Statements, postgres.Statement{
+			SQL:     fmt.Sprintf("ALTER TABLE public.t%d ADD COLUMN c text", i),
+			Hazards: []postgres.Hazard{postgres.HazardBlocksWrites},
+		})
+	}
+	results := []planResult{{Resource: f.Resources[0], Plan: p}}
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		if err := renderText(&buf, results, termenv.ANSI); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

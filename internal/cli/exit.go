@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/postgres"
+)
+
+// Exit codes. Each kind of failure has its own code so a CI job can react to
+// it without parsing messages; README.md and `ptah --help` list them.
+const (
+	ExitOK          = 0
+	ExitInternal    = 1
+	ExitChanges     = 2
+	ExitUsage       = 3
+	ExitConfig      = 4
+	ExitConnect     = 5
+	ExitLoad        = 6
+	ExitUnsupported = 7
+	ExitDevDatabase = 8
+	ExitScope       = 9
+	// ExitInterrupted is the shell's convention for SIGINT (128+2).
+	ExitInterrupted = 130
+)
+
+// outcome is what one kind of error means to the person who ran ptah.
+type outcome struct {
+	code    int
+	meaning string // for the exit code table
+	hint    string // what to do next; empty: nothing useful to add
+}
+
+// outcomes is the exit code table, in the order documentation shows it.
+// ExitOK and ExitChanges are not failures; they are listed for the table.
+var outcomes = []outcome{
+	{ExitOK, "success; with --detailed-exitcode: success and no changes", ""},
+	{ExitInternal, "unexpected error (a bug, or an environment ptah did not foresee)",
+		"this is unexpected; please report it with the command you ran and the message above"},
+	{ExitChanges, "with --detailed-exitcode only: success, and the plan has changes", ""},
+	{ExitUsage, "usage error: bad flags, arguments, PTAH_* variables or --config file",
+		"see the command's --help"},
+	{ExitConfig, "invalid configuration: ptah.yaml unreadable or invalid (YAML, kind, unknown field, value, duplicate or unknown resource name), URL variable or file missing, source directory without .sql files",
+		"fix what is named above: the file, or the environment variable, file or directory it points at; README.md describes ptah.yaml"},
+	{ExitConnect, "cannot connect to a database: unreachable, or authentication failed",
+		"check that the server is up and reachable from here, and the URL's host, port, user, password and database"},
+	{ExitLoad, "a declared SQL file failed to load into the dev database",
+		"fix the declared file at the position shown; the files must load, in lexical order, into an empty database"},
+	{ExitUnsupported, "the target or the declared schema holds objects ptah does not manage",
+		"ptah refuses to plan around objects it cannot manage: remove them from the managed schemas, or leave those schemas out of spec.schemas"},
+	{ExitDevDatabase, "no dev database could be created to load the declared files",
+		"the target's role needs CREATEDB to create a temporary dev database; or pass --dev-url pointing at a server where it may"},
+	{ExitScope, "declared objects lie outside the managed schemas (spec.schemas)",
+		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
+	{ExitInterrupted, "interrupted", ""},
+}
+
+func lookupOutcome(code int) outcome {
+	for _, o := range outcomes {
+		if o.code == code {
+			return o
+		}
+	}
+	return outcome{code: code}
+}
+
+// exitCode is the one place errors become exit codes.
+func exitCode(err error) int {
+	var usage *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errPlanHasChanges):
+		return ExitChanges
+	case errors.As(err, &usage):
+		return ExitUsage
+	case errors.Is(err, config.ErrInvalid):
+		return ExitConfig
+	case errors.Is(err, postgres.ErrConnect):
+		return ExitConnect
+	case errors.Is(err, postgres.ErrLoad):
+		return ExitLoad
+	case errors.Is(err, postgres.ErrUnsupported):
+		return ExitUnsupported
+	case errors.Is(err, postgres.ErrDevDatabase):
+		return ExitDevDatabase
+	case errors.Is(err, postgres.ErrScope):
+		return ExitScope
+	case errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	default:
+		return ExitInternal
+	}
+}
+
+// exitCodeHelp renders the exit code table for --help.
+func exitCodeHelp() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	for _, o := range outcomes {
+		fmt.Fprintf(&b, "  %3d  %s\n", o.code, wrap(o.meaning, 70, strings.Repeat(" ", 7)))
+	}
+	return b.String()
+}
+
+// wrap breaks text into lines of at most width bytes, indenting every line
+// after the first.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteString("\n" + indent)
+			n = 0
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+	"golang.org/x/term"
+
+	"github.com/ptah-run/ptah/internal/postgres"
+)
+
+func (a *app) render(output string, results []planResult) error {
+	switch output {
+	case outputJSON:
+		return renderJSON(a.stdout, results)
+	case outputSQL:
+		return renderSQL(a.stdout, results)
+	default:
+		return renderText(a.stdout, results, colorProfile(a.stdout))
+	}
+}
+
+// colorProfile: ANSI styling only on a terminal, and never when NO_COLOR is
+// set (https://no-color.org), so logs and pipes get plain text. The 16 basic
+// colors are all the output uses, so there is nothing to detect beyond that.
+func colorProfile(w io.Writer) termenv.Profile {
+	if os.Getenv("NO_COLOR") != "" {
+		return termenv.Ascii
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return termenv.ANSI
+	}
+	return termenv.Ascii
+}
+
+// The JSON shape is a list of items, each naming its resource, so one
+// document covers every resource of the file and jq selects among them. The
+// plan sits under plan.spec because a later version publishes plans as
+// resources of their own; the shape stays.
+type (
+	jsonOutput struct {
+		Items []jsonItem `json:"items"`
+	}
+	jsonItem struct {
+		Resource ref      `json:"resource"`
+		Changes  bool     `json:"changes"`
+		Plan     jsonPlan `json:"plan"`
+	}
+	jsonPlan struct {
+		Spec jsonPlanSpec `json:"spec"`
+	}
+	jsonPlanSpec struct {
+		Statements  []jsonStatement `json:"statements"`
+		Destructive bool            `json:"destructive"`
+		LockTimeout string          `json:"lockTimeout"`
+	}
+	jsonStatement struct {
+		SQL     string   `json:"sql"`
+		Hazards []string `json:"hazards"`
+	}
+)
+
+func renderJSON(w io.Writer, results []planResult) error {
+	out := jsonOutput{Items: []jsonItem{}} // [] rather than null, always
+	for _, r := range results {
+		spec := jsonPlanSpec{
+			Statements:  []jsonStatement{},
+			Destructive: r.Plan.Destructive,
+			LockTimeout: r.Plan.LockTimeout.String(),
+		}
+		for _, s := range r.Plan.Statements {
+			st := jsonStatement{SQL: s.SQL, Hazards: []string{}}
+			for _, h := range s.Hazards {
+				st.Hazards = append(st.Hazards, string(h))
+			}
+			spec.Statements = append(spec.Statements, st)
+		}
+		out.Items = append(out.Items, jsonItem{Resource: refOf(r.Resource.Schema), Changes: r.changes(), Plan: jsonPlan{Spec: spec}})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // SQL compares with < and >; keep it readable
+	return enc.Encode(out)
+}
+
+// renderSQL concatenates the plans' scripts. Each is headed by a comment
+// naming its resource; psql runs the whole as-is.
+func renderSQL(w io.Writer, results []planResult) error {
+	var b strings.Builder
+	for i, r := range results {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "-- %s (%s)\n", r.Resource.Ref(), r.Resource.File)
+		b.WriteString(r.Plan.Script())
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// styles for the text output. Only the 16 basic ANSI colors are used, so the
+// output reads the same on dark and light terminals without querying them.
+type styles struct {
+	header, dim, number, ok, danger lipgloss.Style
+	hazard                          map[postgres.Hazard]lipgloss.Style
+	otherHazard                     lipgloss.Style
+}
+
+func newStyles(w io.Writer, profile termenv.Profile) styles {
+	r := lipgloss.NewRenderer(w)
+	r.SetColorProfile(profile)
+	red, yellow, magenta, green := lipgloss.Color("1"), lipgloss.Color("3"), lipgloss.Color("5"), lipgloss.Color("2")
+	return styles{
+		header: r.NewStyle().Bold(true),
+		dim:    r.NewStyle().Faint(true),
+		number: r.NewStyle().Faint(true),
+		ok:     r.NewStyle().Bold(true).Foreground(green),
+		danger: r.NewStyle().Bold(true).Foreground(red),
+		hazard: map[postgres.Hazard]lipgloss.Style{
+			postgres.HazardDeletesData:   r.NewStyle().Bold(true).Foreground(red),
+			postgres.HazardRewritesTable: r.NewStyle().Bold(true).Foreground(yellow),
+			postgres.HazardBlocksWrites:  r.NewStyle().Bold(true).Foreground(yellow),
+			postgres.HazardBuildsIndex:   r.NewStyle().Foreground(magenta),
+			postgres.HazardMayFail:       r.NewStyle().Foreground(yellow),
+		},
+		otherHazard: r.NewStyle().Foreground(yellow),
+	}
+}
+
+func (st styles) tag(h postgres.Hazard) string {
+	s, ok := st.hazard[h]
+	if !ok {
+		s = st.otherHazard
+	}
+	return s.Render("[" + string(h) + "]")
+}
+
+// privilegesNote is printed under every text plan: a reader must not take
+// "No changes" to mean grants and owners match too.
+const privilegesNote = "Note: privileges and ownership are not managed: grants and owners are neither compared nor planned."
+
+func renderText(w io.Writer, results []planResult, profile termenv.Profile) error {
+	st := newStyles(w, profile)
+	var b strings.Builder
+	for i, r := range results {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		writeTextPlan(&b, st, r)
+	}
+	b.WriteString("\n" + st.dim.Render(privilegesNote) + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeTextPlan(b *strings.Builder, st styles, r planResult) {
+	spec := r.Resource.Schema.Spec
+	fmt.Fprintf(b, "%s %s\n", st.header.Render(r.Resource.Ref()),
+		st.dim.Render(fmt.Sprintf("(%s:%d; schemas: %s; lock timeout %s)",
+			r.Resource.File, r.Resource.Line, strings.Join(spec.Schemas, ", "), r.Plan.LockTimeout)))
+	if !r.changes() {
+		b.WriteString("\n" + st.ok.Render("No changes.") + " The database matches the declared schema.\n")
+		return
+	}
+	n := len(r.Plan.Statements)
+	width := len(strconv.Itoa(n))
+	indent := strings.Repeat(" ", 2+width+2)
+	withHazards := 0
+	for i, s := range r.Plan.Statements {
+		b.WriteString("\n")
+		lines := strings.Split(s.SQL+";", "\n")
+		fmt.Fprintf(b, "  %s  %s\n", st.number.Render(fmt.Sprintf("%*d", width, i+1)), lines[0])
+		for _, l := range lines[1:] {
+			b.WriteString(strings.TrimRight(indent+l, " ") + "\n")
+		}
+		if len(s.Hazards) > 0 {
+			withHazards++
+			tags := make([]string, len(s.Hazards))
+			for j, h := range s.Hazards {
+				tags[j] = st.tag(h)
+			}
+			b.WriteString(indent + strings.Join(tags, " ") + "\n")
+		}
+	}
+	b.WriteString("\n")
+	if r.Plan.Destructive {
+		b.WriteString(st.danger.Render("Destructive:") + " this plan deletes data")
+		if spec.Policy.AllowDestructive {
+			b.WriteString(" (spec.policy.allowDestructive is true).\n")
+		} else {
+			b.WriteString("; spec.policy.allowDestructive is false, so it would be refused at apply.\n")
+		}
+	}
+	summary := fmt.Sprintf("Plan: %s, %d with hazards", plural(n, "statement"), withHazards)
+	if r.Plan.Destructive {
+		summary += ", destructive"
+	}
+	b.WriteString(st.header.Render(summary+".") + "\n")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

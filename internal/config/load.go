@@ -1,0 +1,240 @@
+// Package config reads ptah.yaml: one or more resource documents, decoded
+// strictly, defaulted and validated, and resolves what they point at (the
+// declared SQL files, the database URL). Every problem unwraps to ErrInvalid
+// and names the file, line and resource; none carries a connection URL.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// File is a loaded configuration file.
+type File struct {
+	Path      string
+	Resources []*Resource // in document order
+}
+
+// Resource is one validated, defaulted document of a File.
+type Resource struct {
+	Schema *v1alpha1.PtahSchema
+	File   string // the configuration file, as given
+	Line   int    // where the document starts
+	node   *yaml.Node
+}
+
+// Ref names the resource the way errors and output show it.
+func (r *Resource) Ref() string { return ref(r.Schema.Kind, r.Schema.Namespace, r.Schema.Name) }
+
+func ref(kind, namespace, name string) string {
+	if namespace != "" {
+		name = namespace + "/" + name
+	}
+	return fmt.Sprintf("%s %q", kind, name)
+}
+
+// errorf locates a problem at the field path of r's document.
+func (r *Resource) errorf(field, format string, args ...any) error {
+	return &Error{File: r.File, Line: lineOf(r.node, field), Resource: r.Ref(),
+		Err: fmt.Errorf("%s: "+format, append([]any{field}, args...)...)}
+}
+
+// Load reads and validates the configuration file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in the message
+		}
+		return nil, &Error{File: path, Err: fmt.Errorf("cannot read the file: %w", err)}
+	}
+	return Parse(path, data)
+}
+
+// Parse validates data as the configuration file path. It reports every
+// problem it finds, not just the first, unless the YAML itself is broken.
+func Parse(path string, data []byte) (*File, error) {
+	f := &File{Path: path}
+	var errs []error
+	first := map[string]*Resource{} // namespace/name -> first declaration
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			errs = append(errs, yamlError(path, err))
+			break // the decoder cannot resynchronise after a syntax error
+		}
+		if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+			continue // an empty document, e.g. after a trailing ---
+		}
+		r, docErrs := decodeDocument(path, resolveAlias(doc.Content[0]))
+		if len(docErrs) > 0 {
+			errs = append(errs, docErrs...)
+			continue
+		}
+		key := r.Schema.Namespace + "/" + r.Schema.Name
+		if prev, dup := first[key]; dup {
+			errs = append(errs, &Error{File: path, Line: r.Line, Resource: r.Ref(),
+				Err: fmt.Errorf("declared twice (first at line %d); resource names must be unique", prev.Line)})
+			continue
+		}
+		first[key] = r
+		f.Resources = append(f.Resources, r)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(f.Resources) == 0 {
+		return nil, &Error{File: path, Err: errors.New("no resources: expected at least one document of kind " + v1alpha1.KindPtahSchema)}
+	}
+	return f, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlError(path string, err error) error {
+	e := &Error{File: path, Err: fmt.Errorf("invalid YAML: %s", err)}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Err = fmt.Errorf("invalid YAML: %s", m[2])
+	}
+	return e
+}
+
+func isNull(n *yaml.Node) bool {
+	n = resolveAlias(n)
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// knownKinds are the kinds this binary reads, for the unknown-kind message.
+var knownKinds = []string{v1alpha1.KindPtahSchema}
+
+func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
+	at := func(line int, resource string, err error) []error {
+		return []error{&Error{File: path, Line: line, Resource: resource, Err: err}}
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, at(root.Line, "", errors.New("a document must be a mapping with apiVersion, kind, metadata and spec"))
+	}
+	kind, kindLine, _ := mappingValue(root, "kind")
+	apiVersion, apiLine, _ := mappingValue(root, "apiVersion")
+	switch {
+	case kind == "":
+		return nil, at(root.Line, "", errors.New("kind is required (one of: "+strings.Join(knownKinds, ", ")+")"))
+	case kind != v1alpha1.KindPtahSchema:
+		return nil, at(kindLine, "", fmt.Errorf("unknown kind %q; known kinds: %s", kind, strings.Join(knownKinds, ", ")))
+	case apiVersion != v1alpha1.APIVersion:
+		if apiLine == 0 {
+			apiLine = root.Line
+		}
+		return nil, at(apiLine, "", fmt.Errorf("apiVersion %q is not supported: use %s", apiVersion, v1alpha1.APIVersion))
+	}
+	var name string
+	if md := mappingNode(root, "metadata"); md != nil {
+		name, _, _ = mappingValue(md, "name")
+	}
+	label := ref(kind, "", name)
+
+	var errs []error
+	for _, p := range checkFields(root, reflect.TypeFor[v1alpha1.PtahSchema](), "") {
+		errs = append(errs, &Error{File: path, Line: p.line, Resource: label, Err: errors.New(p.msg)})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+
+	s := &v1alpha1.PtahSchema{}
+	if err := decodeInto(root, s); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, at(lineOf(root, te.Field), label, fmt.Errorf("%s: a %s where a %s is expected", te.Field, yamlTerm(te.Value), goTypeTerm(te.Type)))
+		}
+		return nil, at(root.Line, label, err)
+	}
+	s.Default()
+	r := &Resource{Schema: s, File: path, Line: root.Line, node: root}
+	if err := s.Validate(); err != nil {
+		var fes v1alpha1.FieldErrors
+		if !errors.As(err, &fes) {
+			return nil, at(root.Line, label, err)
+		}
+		for _, fe := range fes {
+			errs = append(errs, &Error{File: path, Line: lineOf(root, fe.Field), Resource: r.Ref(), Err: fe})
+		}
+		return nil, errs
+	}
+	return r, nil
+}
+
+// decodeInto converts the node to JSON and decodes that, so the JSON tags on
+// the API types are the only field names, as they are for the API server.
+func decodeInto(n *yaml.Node, out any) error {
+	var generic any
+	if err := n.Decode(&generic); err != nil {
+		return err
+	}
+	data, err := json.Marshal(generic)
+	if err != nil {
+		return fmt.Errorf("converting to JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
+}
+
+func mappingNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			if v := resolveAlias(n.Content[i+1]); v.Kind == yaml.MappingNode {
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+// yamlTerm and goTypeTerm put a JSON type error in the words of the YAML the
+// person wrote.
+func yamlTerm(jsonValue string) string {
+	switch jsonValue {
+	case "object":
+		return "mapping"
+	case "array":
+		return "list"
+	case "bool":
+		return "boolean"
+	}
+	return jsonValue
+}
+
+func goTypeTerm(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean (true or false)"
+	case reflect.String:
+		return "string"
+	case reflect.Slice:
+		return "list"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "mapping"
+	}
+	return t.String()
+}

@@ -1,0 +1,166 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Strict decoding is done on the YAML node tree rather than by
+// json.Decoder.DisallowUnknownFields alone, because the node tree still knows
+// line numbers and the full path of the field: "ptah.yaml:9: unknown field
+// spec.polcy" is something a person can act on; `json: unknown field "polcy"`
+// is not.
+
+// fieldProblem is an unknown or repeated field at a line.
+type fieldProblem struct {
+	line int
+	msg  string
+}
+
+// checkFields walks a mapping node against the JSON shape of t and reports
+// every field t does not have, and every field given twice.
+func checkFields(n *yaml.Node, t reflect.Type, path string) []fieldProblem {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	n = resolveAlias(n)
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // a type error, reported by the decoder with its own words
+		}
+		fields := jsonFields(t)
+		seen := map[string]int{}
+		var problems []fieldProblem
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			p := joinPath(path, key.Value)
+			if first, dup := seen[key.Value]; dup {
+				problems = append(problems, fieldProblem{key.Line, fmt.Sprintf("%s: field given twice (first at line %d)", p, first)})
+				continue
+			}
+			seen[key.Value] = key.Line
+			ft, ok := fields[key.Value]
+			if !ok {
+				problems = append(problems, fieldProblem{key.Line, fmt.Sprintf("%s: unknown field%s", p, suggest(key.Value, fields))})
+				continue
+			}
+			problems = append(problems, checkFields(val, ft, p)...)
+		}
+		return problems
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		var problems []fieldProblem
+		for i, item := range n.Content {
+			problems = append(problems, checkFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return problems
+	}
+	return nil
+}
+
+// jsonFields maps the JSON names of t's fields to their types, promoting the
+// fields of embedded structs the way encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			for k, v := range jsonFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// suggest names a known field differing only in case, the commonest slip
+// (allowdestructive, lock_timeout is too far to guess).
+func suggest(key string, fields map[string]reflect.Type) string {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			return fmt.Sprintf(" (did you mean %s?)", name)
+		}
+	}
+	return ""
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// lineOf returns the line of the deepest node on path ("spec.schemas[1]")
+// that exists in the document, so an error about a field points at it, or at
+// its nearest declared parent when the field is missing.
+func lineOf(n *yaml.Node, path string) int {
+	line := n.Line
+	for _, step := range splitPath(path) {
+		n = resolveAlias(n)
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(step); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == step {
+					next = n.Content[i+1]
+					line = n.Content[i].Line
+					break
+				}
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+// splitPath turns "spec.schemas[1].x" into [spec schemas 1 x].
+func splitPath(path string) []string {
+	path = strings.NewReplacer("[", ".", "]", "").Replace(path)
+	if path == "" {
+		return nil
+	}
+	return strings.Split(path, ".")
+}
+
+// mappingValue returns the scalar value of key in a mapping node, and its line.
+func mappingValue(n *yaml.Node, key string) (string, int, bool) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := resolveAlias(n.Content[i+1])
+			return v.Value, n.Content[i].Line, v.Kind == yaml.ScalarNode
+		}
+	}
+	return "", 0, false
+}

@@ -1,0 +1,37 @@
+// Package v1alpha1 holds the ptah.run/v1alpha1 resource types. The same
+// documents are read from ptah.yaml by the CLI and, later, served as custom
+// resources by `ptah serve`, so the shape is Kubernetes' from the start.
+//
+// +kubebuilder:object:generate=true
+// +groupName=ptah.run
+package v1alpha1
+
+const (
+	// Group is the API group of every ptah resource.
+	Group = "ptah.run"
+	// Version is this package's API version.
+	Version = "v1alpha1"
+	// APIVersion is what a document's apiVersion field must say.
+	APIVersion = Group + "/" + Version
+
+	// ContractVersion is the version of the durable state this binary reads
+	// and writes. Stored state with a newer contract version is refused
+	// rather than misread (the fence of DESIGN.md section 4).
+	ContractVersion = 1
+)
+
+// TypeMeta and ObjectMeta are local stand-ins for apimachinery's types, with
+// the same JSON names, so documents written today keep working once the types
+// switch to k8s.io/apimachinery.
+
+// TypeMeta names a document's schema.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+}
+
+// ObjectMeta identifies a resource.
+type ObjectMeta struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}

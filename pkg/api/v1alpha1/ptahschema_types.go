@@ -1,0 +1,115 @@
+package v1alpha1
+
+// KindPtahSchema is the kind of a declared-schema resource.
+const KindPtahSchema = "PtahSchema"
+
+// PtahSchema converges a PostgreSQL database to a schema declared as a
+// directory of SQL files.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pschema
+type PtahSchema struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PtahSchemaSpec `json:"spec"`
+}
+
+// PtahSchemaSpec is the desired state of a PtahSchema.
+type PtahSchemaSpec struct {
+	// Target is the database to converge.
+	Target Target `json:"target"`
+	// Source is where the declared SQL lives.
+	Source Source `json:"source"`
+	// Schemas are the schemas ptah manages; objects elsewhere are neither
+	// read nor changed. The "ptah" schema holds ptah's own state and is
+	// never managed.
+	// +kubebuilder:default={public}
+	// +kubebuilder:validation:MinItems=1
+	// +optional
+	Schemas []string `json:"schemas,omitempty"`
+	// Policy says when a plan may be applied.
+	// +optional
+	Policy Policy `json:"policy,omitempty"`
+}
+
+// EnginePostgres is the only engine so far.
+const EnginePostgres = "postgres"
+
+// Target is a database and how to reach it.
+type Target struct {
+	// Engine is the database engine.
+	// +kubebuilder:validation:Enum=postgres
+	// +kubebuilder:default=postgres
+	// +optional
+	Engine string `json:"engine,omitempty"`
+	// URL is a literal connection URL. Accepted, but it puts credentials in
+	// the file: prefer URLFrom.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// URLFrom reads the connection URL from the environment or a file.
+	// +optional
+	URLFrom *URLSource `json:"urlFrom,omitempty"`
+	// CoordinationKey names the database for coordination purposes: resources
+	// with the same key never run against it at the same time. Empty: derived
+	// from the target's identity.
+	// +optional
+	CoordinationKey string `json:"coordinationKey,omitempty"`
+	// SharedRealm declares that this resource knowingly shares its database
+	// with other resources of the same coordination key.
+	// +optional
+	SharedRealm bool `json:"sharedRealm,omitempty"`
+}
+
+// URLSource names exactly one place holding a connection URL.
+type URLSource struct {
+	// Env is the name of an environment variable holding the URL.
+	// +optional
+	Env string `json:"env,omitempty"`
+	// File is a file holding the URL (surrounding whitespace is ignored),
+	// relative to the document's file.
+	// +optional
+	File string `json:"file,omitempty"`
+}
+
+// Source is where the declared schema lives.
+type Source struct {
+	// Path is a directory of *.sql files, loaded in lexical order, relative
+	// to the document's file.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+}
+
+// ApplyPolicy says when a plan may be applied.
+// +kubebuilder:validation:Enum=Never;OnApproval;Always
+type ApplyPolicy string
+
+const (
+	// ApplyNever: plans are computed and shown, never applied.
+	ApplyNever ApplyPolicy = "Never"
+	// ApplyOnApproval: a plan is applied once an approval names it.
+	ApplyOnApproval ApplyPolicy = "OnApproval"
+	// ApplyAlways: plans are applied without approval, except destructive
+	// ones, which still need one.
+	ApplyAlways ApplyPolicy = "Always"
+)
+
+// ApplyPolicies lists the valid policies, in the order documentation shows them.
+var ApplyPolicies = []ApplyPolicy{ApplyNever, ApplyOnApproval, ApplyAlways}
+
+// Policy governs applying plans.
+type Policy struct {
+	// +kubebuilder:default=OnApproval
+	// +optional
+	Apply ApplyPolicy `json:"apply,omitempty"`
+	// AllowDestructive lets plans that delete data be applied. Without it a
+	// destructive plan is refused.
+	// +optional
+	AllowDestructive bool `json:"allowDestructive,omitempty"`
+	// LockTimeout bounds how long each statement waits for a lock, as a Go
+	// duration ("5s", "500ms").
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	LockTimeout string `json:"lockTimeout,omitempty"`
+}

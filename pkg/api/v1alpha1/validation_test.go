@@ -1,0 +1,146 @@
+package v1alpha1
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func valid() *PtahSchema {
+	s := &PtahSchema{
+		TypeMeta:   TypeMeta{APIVersion: APIVersion, Kind: KindPtahSchema},
+		ObjectMeta: ObjectMeta{Name: "app"},
+		Spec: PtahSchemaSpec{
+			Target: Target{URLFrom: &URLSource{Env: "APP_DATABASE_URL"}},
+			Source: Source{Path: "./schema"},
+		},
+	}
+	s.Default()
+	return s
+}
+
+func TestDefault(t *testing.T) {
+	s := &PtahSchema{}
+	s.Default()
+	want := PtahSchemaSpec{
+		Target:  Target{Engine: "postgres"},
+		Schemas: []string{"public"},
+		Policy:  Policy{Apply: ApplyOnApproval, LockTimeout: "5s"},
+	}
+	if !reflect.DeepEqual(s.Spec, want) {
+		t.Fatalf("defaulted spec = %+v, want %+v", s.Spec, want)
+	}
+
+	// Defaulting never overrides what was declared.
+	s = &PtahSchema{Spec: PtahSchemaSpec{Schemas: []string{"app"}, Policy: Policy{Apply: ApplyNever, LockTimeout: "1s"}}}
+	s.Default()
+	if s.Spec.Schemas[0] != "app" || s.Spec.Policy.Apply != ApplyNever || s.Spec.Policy.LockTimeout != "1s" {
+		t.Fatalf("defaulting overrode declared fields: %+v", s.Spec)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*PtahSchema)
+		want   []string // each must appear in the error; none: valid
+	}{
+		{"valid", func(*PtahSchema) {}, nil},
+		{"valid file url", func(s *PtahSchema) { s.Spec.Target.URLFrom = &URLSource{File: "secret/url"} }, nil},
+		{"valid literal url", func(s *PtahSchema) { s.Spec.Target.URLFrom, s.Spec.Target.URL = nil, "postgres://x" }, nil},
+		{"valid policy", func(s *PtahSchema) { s.Spec.Policy = Policy{Apply: ApplyAlways, LockTimeout: "1.5s"} }, nil},
+		{"valid dotted name", func(s *PtahSchema) { s.Name = "billing.app-2" }, nil},
+		{"valid undefaulted", func(s *PtahSchema) { s.Spec.Schemas, s.Spec.Policy, s.Spec.Target.Engine = nil, Policy{}, "" }, nil},
+
+		{"bad apply", func(s *PtahSchema) { s.Spec.Policy.Apply = "Sometimes" },
+			[]string{`spec.policy.apply: "Sometimes" is not one of Never, OnApproval, Always`}},
+		{"ptah schema", func(s *PtahSchema) { s.Spec.Schemas = []string{"public", "ptah"} },
+			[]string{`spec.schemas[1]: "ptah" holds ptah's own state`}},
+		{"system schema", func(s *PtahSchema) { s.Spec.Schemas = []string{"pg_catalog"} },
+			[]string{`spec.schemas[0]: "pg_catalog" is a system schema`}},
+		{"information_schema", func(s *PtahSchema) { s.Spec.Schemas = []string{"information_schema"} },
+			[]string{`spec.schemas[0]: "information_schema" is a system schema`}},
+		{"duplicate schema", func(s *PtahSchema) { s.Spec.Schemas = []string{"a", "a"} },
+			[]string{`spec.schemas[1]: "a" is listed twice`}},
+		{"empty schema", func(s *PtahSchema) { s.Spec.Schemas = []string{""} },
+			[]string{`spec.schemas[0]: empty schema name`}},
+		{"long schema", func(s *PtahSchema) { s.Spec.Schemas = []string{strings.Repeat("s", 64)} },
+			[]string{`spec.schemas[0]:`, `63-byte`}},
+		{"bad lock timeout", func(s *PtahSchema) { s.Spec.Policy.LockTimeout = "five" },
+			[]string{`spec.policy.lockTimeout: "five" is not a duration`}},
+		{"zero lock timeout", func(s *PtahSchema) { s.Spec.Policy.LockTimeout = "0s" },
+			[]string{`spec.policy.lockTimeout: "0s" must be at least 1ms`}},
+		{"negative lock timeout", func(s *PtahSchema) { s.Spec.Policy.LockTimeout = "-1s" },
+			[]string{`spec.policy.lockTimeout: "-1s" must be at least 1ms`}},
+		{"no url", func(s *PtahSchema) { s.Spec.Target.URLFrom = nil },
+			[]string{`spec.target: one of url and urlFrom is required`}},
+		{"url and urlFrom", func(s *PtahSchema) { s.Spec.Target.URL = "postgres://x" },
+			[]string{`spec.target: url and urlFrom are mutually exclusive`}},
+		{"empty urlFrom", func(s *PtahSchema) { s.Spec.Target.URLFrom = &URLSource{} },
+			[]string{`spec.target.urlFrom: one of env and file is required`}},
+		{"env and file", func(s *PtahSchema) { s.Spec.Target.URLFrom = &URLSource{Env: "A", File: "f"} },
+			[]string{`spec.target.urlFrom: env and file are mutually exclusive`}},
+		{"bad env name", func(s *PtahSchema) { s.Spec.Target.URLFrom = &URLSource{Env: "1-A"} },
+			[]string{`spec.target.urlFrom.env: "1-A" is not a valid environment variable name`}},
+		{"bad engine", func(s *PtahSchema) { s.Spec.Target.Engine = "mysql" },
+			[]string{`spec.target.engine: "mysql" is not one of postgres`}},
+		{"no source", func(s *PtahSchema) { s.Spec.Source.Path = "" },
+			[]string{`spec.source.path: required`}},
+		{"no name", func(s *PtahSchema) { s.Name = "" },
+			[]string{`metadata.name: required`}},
+		{"bad name", func(s *PtahSchema) { s.Name = "App_1" },
+			[]string{`metadata.name: "App_1" must be lowercase`}},
+		{"bad namespace", func(s *PtahSchema) { s.Namespace = "a.b" },
+			[]string{`metadata.namespace: "a.b" must be`}},
+		{"bad apiVersion", func(s *PtahSchema) { s.APIVersion = "ptah.run/v1" },
+			[]string{`apiVersion: "ptah.run/v1" is not ptah.run/v1alpha1`}},
+		{"bad kind", func(s *PtahSchema) { s.Kind = "PtahMigration" },
+			[]string{`kind: "PtahMigration" is not PtahSchema`}},
+		{"every problem at once", func(s *PtahSchema) {
+			s.Spec.Policy.Apply, s.Spec.Source.Path = "x", ""
+		}, []string{"spec.policy.apply:", "spec.source.path:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := valid()
+			tt.mutate(s)
+			err := s.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			if _, ok := err.(FieldErrors); !ok {
+				t.Errorf("Validate() returned %T, want FieldErrors", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLockTimeoutDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 5 * time.Second, "250ms": 250 * time.Millisecond, "2m": 2 * time.Minute} {
+		if got := (Policy{LockTimeout: in}).LockTimeoutDuration(); got != want {
+			t.Errorf("LockTimeoutDuration(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestDeepCopyIsIndependent(t *testing.T) {
+	s := valid()
+	c := s.DeepCopy()
+	c.Spec.Schemas[0] = "other"
+	c.Spec.Target.URLFrom.Env = "OTHER"
+	if s.Spec.Schemas[0] != "public" || s.Spec.Target.URLFrom.Env != "APP_DATABASE_URL" {
+		t.Fatal("DeepCopy shares memory with the original")
+	}
+}
