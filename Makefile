@@ -16,7 +16,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ptah ./cmd/ptah
 
 test:
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 ./...
 
 lint:
 	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \

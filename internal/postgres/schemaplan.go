@@ -113,8 +113,8 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		reason = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
-	} else if inner := errors.Unwrap(err); inner != nil {
-		reason = inner.Error()
+	} else {
+		reason = rootCause(err).Error()
 	}
 	if cfg.Password != "" {
 		reason = strings.ReplaceAll(reason, cfg.Password, "********")
@@ -124,6 +124,27 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 		host = fmt.Sprintf("%s:%d", host, cfg.Port)
 	}
 	return &ConnectError{Database: cfg.Database, User: cfg.User, Host: host, Reason: reason}
+}
+
+// rootCause follows the chain of wrapped errors to its end ("connect:
+// connection refused"); pgx reports each address it tried, often the same
+// cause twice, so only the first branch of a joined error is followed.
+func rootCause(err error) error {
+	for {
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			if errs := e.Unwrap(); len(errs) > 0 {
+				err = errs[0]
+				continue
+			}
+		case interface{ Unwrap() error }:
+			if inner := e.Unwrap(); inner != nil {
+				err = inner
+				continue
+			}
+		}
+		return err
+	}
 }
 
 // LoadDesired creates a temporary dev database on the server at serverURL,
