@@ -174,7 +174,7 @@ func (d *differ) classify() {
 			}
 		case View:
 			v := dv.(View)
-			if l.Definition != v.Definition || strings.Join(l.Options, ",") != strings.Join(v.Options, ",") || !sameViewColumns(l.Columns, v.Columns) {
+			if set, reset := optionChanges(l.Options, v.Options); l.Definition != v.Definition || set+reset != "" || !sameViewColumns(l.Columns, v.Columns) {
 				d.dropped[id] = true
 			}
 		case Function:

@@ -277,7 +277,8 @@ func (in *inspector) readTables() error {
 			p := parent
 			t.PartitionOf = &p
 		}
-		slices.Sort(t.Options)
+		// Options keep PostgreSQL's stored order, which pg_dump shows; the
+		// diff compares them as a set.
 		in.m.Tables = append(in.m.Tables, t)
 		r := in.newRelation(oid, t.ID())
 		r.columns, r.tableAt = map[int16]string{}, len(in.m.Tables)-1
@@ -291,7 +292,6 @@ func (in *inspector) readViews() error {
 	var v View
 	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options, &v.Comment}
 	return in.each("views", viewsQuery, dest, func() error {
-		slices.Sort(v.Options)
 		in.m.Views = append(in.m.Views, v)
 		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1
 		in.addType(rowType, rowArray, v.ID())
