@@ -1,0 +1,68 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+)
+
+// The helpers below are for implementations, so that every backend accepts
+// and refuses exactly the same objects.
+
+// Check returns why obj cannot be stored (wrapping ErrInvalid), or nil.
+func Check(obj Object) error {
+	switch {
+	case obj.Kind == "":
+		return fmt.Errorf("%w: no kind", ErrInvalid)
+	case obj.Name == "":
+		return fmt.Errorf("%w: no name", ErrInvalid)
+	case obj.ContractVersion < 1:
+		// An object without a contract version would slip past the
+		// stored-state fence of every older ptah.
+		return fmt.Errorf("%w: contract version %d, want 1 or more", ErrInvalid, obj.ContractVersion)
+	}
+	for k := range obj.Labels {
+		if k == "" {
+			return fmt.Errorf("%w: empty label key", ErrInvalid)
+		}
+	}
+	if err := checkJSON("spec", obj.Spec); err != nil {
+		return err
+	}
+	return checkJSON("status", obj.Status)
+}
+
+func checkJSON(field string, raw json.RawMessage) error {
+	if len(bytes.TrimSpace(raw)) == 0 || json.Valid(raw) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, field)
+}
+
+// NormalizeJSON returns nil for an empty value or JSON null, so that "no
+// spec" has one representation in every backend, else raw unchanged.
+func NormalizeJSON(raw json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	return raw
+}
+
+// NewUID returns a random UUID version 4 in its text form.
+func NewUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])  // never fails: since Go 1.24 it crashes the program instead
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Ref names an object in messages: `Kind "namespace/name"`.
+func Ref(kind, namespace, name string) string {
+	if namespace == "" {
+		return fmt.Sprintf("%s %q", kind, name)
+	}
+	return fmt.Sprintf("%s %q", kind, namespace+"/"+name)
+}

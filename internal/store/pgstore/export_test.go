@@ -1,0 +1,4 @@
+package pgstore
+
+// SchemaLockKey exposes the lock key to the external test package.
+const SchemaLockKey = schemaLockKey
