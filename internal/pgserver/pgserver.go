@@ -19,8 +19,10 @@ import (
 	"syscall"
 )
 
-// Superuser is the role initdb creates in a throwaway server.
-const Superuser = "ptah"
+// Superuser is the role initdb creates in a throwaway server. Not "ptah":
+// with a schema named like the role, "$user" in the default search_path
+// would send a test's unqualified CREATE TABLE into ptah's own schema.
+const Superuser = "postgres"
 
 // Server is a running throwaway server.
 type Server struct {

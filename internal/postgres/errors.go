@@ -19,6 +19,32 @@ var (
 	ErrUnsupported = errors.New("unsupported database objects")
 	// ErrScope: the declared files create objects outside the managed schemas.
 	ErrScope = errors.New("declared objects outside the managed schemas")
+
+	// ErrLeaseHeld: another operation's writer holds the database's lease
+	// (see LeaseHeldError for who).
+	ErrLeaseHeld = errors.New("the database is held by another writer")
+	// ErrDeadlinePassed: the run's absolute execution deadline has passed;
+	// nothing more is executed under it.
+	ErrDeadlinePassed = errors.New("the execution deadline has passed")
+	// ErrLeaseLost: the lease no longer names this writer; nothing is executed.
+	ErrLeaseLost = errors.New("the lease no longer names this writer")
+	// ErrWriterClosed: the writer was released or its session is gone.
+	ErrWriterClosed = errors.New("the writer session is closed")
+	// ErrRunNotFound: the run journal holds no run with that operation ID.
+	ErrRunNotFound = errors.New("no such run in the journal")
+	// ErrAlreadyRun: the journal already records a run for this operation
+	// ID. An operation executes at most once; nothing was executed.
+	ErrAlreadyRun = errors.New("the operation has already been run")
+	// ErrNotStarted: the plan was not started (its run could not be
+	// recorded, or the deadline had passed); none of it ran.
+	ErrNotStarted = errors.New("the plan did not start")
+	// ErrPlanFailed: the plan failed and was rolled back; none of it is
+	// visible.
+	ErrPlanFailed = errors.New("the plan failed and was rolled back")
+	// ErrOutcomeUnknown: the connection was lost while COMMIT was in
+	// flight, so the plan may or may not have committed. The run journal
+	// answers once the writer session is gone (see Run.Committed).
+	ErrOutcomeUnknown = errors.New("the plan's outcome is unknown")
 )
 
 // LoadError is a declared file that PostgreSQL refused.

@@ -35,6 +35,21 @@ type PlanRequest struct {
 // database, inspects both with the same code and returns the plan between
 // them. It writes nothing to the target.
 func PlanSchema(ctx context.Context, req PlanRequest) (*Plan, error) {
+	obs, err := Observe(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return obs.Plan, nil
+}
+
+// Observation is one reading of both sides and the plan between them.
+type Observation struct {
+	Live, Desired *Model
+	Plan          *Plan
+}
+
+// Observe is PlanSchema keeping the models, which callers fingerprint.
+func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	live, err := inspectTarget(ctx, req.TargetURL, req.Schemas)
 	if err != nil {
 		return nil, err
@@ -51,7 +66,8 @@ func PlanSchema(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Plan{Statements: stmts, Destructive: destructive(stmts), LockTimeout: req.LockTimeout}, nil
+	plan := &Plan{Statements: stmts, Destructive: destructive(stmts), LockTimeout: req.LockTimeout}
+	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }
 
 func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, error) {

@@ -13,6 +13,8 @@ const (
 	PhasePlanned Phase = "Planned"
 	// PhaseAwaitingApproval: a plan exists and needs an approval naming it.
 	PhaseAwaitingApproval Phase = "AwaitingApproval"
+	// PhaseApproved: the current plan is authorized; ptah apply runs it.
+	PhaseApproved Phase = "Approved"
 	// PhaseBlocked: nothing may run until the reason is dealt with.
 	PhaseBlocked Phase = "Blocked"
 	// PhaseApplying: a claim exists; a run is, or may be, under way.
@@ -26,6 +28,7 @@ const (
 	ReasonInSync                = "InSync"
 	ReasonPlanned               = "PlanPublished"
 	ReasonAwaitingApproval      = "AwaitingApproval"
+	ReasonApproved              = "Approved"
 	ReasonRealmConflict         = "RealmConflict"
 	ReasonDestructiveNotAllowed = "DestructiveNotAllowed"
 	ReasonPlanTampered          = "PlanTampered"

@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run outcomes as the journal records them.
+const (
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+)
+
+// Run is one execution of a plan as the run journal (ptah.runs and
+// ptah.run_steps) records it: the evidence a person reads before
+// resolve-run, and what settles a run whose process vanished.
+type Run struct {
+	OperationID string
+	Resource    string
+	PlanUID     string
+	Writer      Session
+	Deadline    time.Time
+	StartedAt   time.Time
+	FinishedAt  *time.Time // nil: the run never finished
+	Outcome     string     // RunSucceeded, RunFailed, or "" while unfinished
+	Error       string     // why it failed
+	Steps       []RunStep
+}
+
+// RunStep is one statement of a run. A schema plan runs in one
+// transaction, so its steps become visible only together, with the plan,
+// when it commits; CommittedAt is then the time of that commit.
+type RunStep struct {
+	Step        int // 1-based
+	Statement   string
+	StartedAt   time.Time
+	CommittedAt *time.Time
+}
+
+// Committed reports whether the plan committed. The outcome commits in the
+// plan's own transaction, so this is exact, never a guess.
+func (r *Run) Committed() bool { return r.Outcome == RunSucceeded }
+
+// Unfinished reports whether the run has no recorded end. While its writer
+// session is alive it may still be running; once the session is gone (see
+// SessionAlive), an unfinished run is one whose plan did not commit.
+func (r *Run) Unfinished() bool { return r.FinishedAt == nil }
+
+// ReadRun returns the journal of operationID with its steps, or an error
+// wrapping ErrRunNotFound.
+func ReadRun(ctx context.Context, conn *pgx.Conn, operationID string) (*Run, error) {
+	run, err := readRun(ctx, conn, operationID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the run journal of %s: %w", operationID, err)
+	}
+	return run, nil
+}
+
+func readRun(ctx context.Context, conn *pgx.Conn, operationID string) (*Run, error) {
+	var r Run
+	err := conn.QueryRow(ctx, `
+SELECT operation_id, coalesce(resource, ''), coalesce(plan_uid, ''), coalesce(writer_pid, 0),
+       coalesce(writer_backend_start, '-infinity'), coalesce(deadline, '-infinity'),
+       coalesce(started_at, '-infinity'), finished_at, coalesce(outcome, ''), coalesce(error, '')
+FROM ptah.runs WHERE operation_id = $1`, operationID).Scan(
+		&r.OperationID, &r.Resource, &r.PlanUID, &r.Writer.PID, &r.Writer.BackendStart, &r.Deadline,
+		&r.StartedAt, &r.FinishedAt, &r.Outcome, &r.Error)
+	if errors.Is(err, pgx.ErrNoRows) || isUndefinedRelation(err) {
+		return nil, ErrRunNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT step, statement, started_at, committed_at
+		FROM ptah.run_steps WHERE operation_id = $1 ORDER BY step`, operationID)
+	if err != nil {
+		return nil, err
+	}
+	r.Steps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunStep, error) {
+		var s RunStep
+		err := row.Scan(&s.Step, &s.Statement, &s.StartedAt, &s.CommittedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// recordRunStart commits the run row before any plan SQL, so that the
+// journal names the writer session and deadline of every run that may have
+// written. ON CONFLICT makes the operation ID a once-only ticket: a second
+// attempt under the same ID finds the row and executes nothing.
+func recordRunStart(ctx context.Context, conn *pgx.Conn, r *Run) error {
+	tag, err := conn.Exec(ctx, `
+INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, started_at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+ON CONFLICT (operation_id) DO NOTHING`,
+		r.OperationID, r.Resource, r.PlanUID, r.Writer.PID, r.Writer.BackendStart, r.Deadline)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrAlreadyRun
+	}
+	return nil
+}
+
+// recordStepStart journals a statement inside the plan's transaction.
+func recordStepStart(ctx context.Context, tx pgx.Tx, operationID string, step int, sql string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO ptah.run_steps (operation_id, step, statement, started_at)
+		VALUES ($1, $2, $3, clock_timestamp())`, operationID, step, sql)
+	return err
+}
+
+// recordRunSucceeded marks the run and its steps committed, inside the
+// plan's transaction, immediately before COMMIT: the marks become visible
+// exactly when the plan does.
+func recordRunSucceeded(ctx context.Context, tx pgx.Tx, operationID string) error {
+	tag, err := tx.Exec(ctx, `
+WITH steps AS (
+	UPDATE ptah.run_steps SET committed_at = clock_timestamp() WHERE operation_id = $1
+)
+UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = 'succeeded'
+WHERE operation_id = $1 AND finished_at IS NULL`, operationID)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		// The row was recorded by this writer and only it finishes runs.
+		return fmt.Errorf("the run row of %s is missing or already finished", operationID)
+	}
+	return nil
+}
+
+// recordRunFailed marks a run failed after its plan transaction rolled
+// back, in a small transaction of its own.
+func recordRunFailed(ctx context.Context, conn *pgx.Conn, operationID, reason string) error {
+	_, err := conn.Exec(ctx, `UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = 'failed', error = $2
+		WHERE operation_id = $1 AND finished_at IS NULL`, operationID, reason)
+	return err
+}

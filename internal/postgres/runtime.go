@@ -1,0 +1,242 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The runtime tables: what local mode (and, for the journal, both modes)
+// keeps in the target database's ptah schema besides the object store.
+//
+//   - ptah.leases: one row per coordination digest naming the operation that
+//     holds the database and the writer session that may still write for it.
+//   - ptah.runs / ptah.run_steps: the run journal. A run row is committed
+//     before any plan SQL; step rows and the run's outcome commit in the plan's
+//     own transaction, so a finished run row means the plan committed.
+//   - ptah.target_instance: a minted identifier, only created when the role
+//     may not read the server's system identifier (see TargetIdentity).
+//
+// Other packages create their own tables in the same schema; every creator
+// uses CREATE ... IF NOT EXISTS and survives losing a creation race.
+const runtimeDDL = `
+CREATE SCHEMA IF NOT EXISTS ptah;
+
+CREATE TABLE IF NOT EXISTS ptah.leases (
+	coordination_digest  text PRIMARY KEY,
+	holder               text NOT NULL,
+	resource             text,
+	writer_pid           integer,
+	writer_backend_start timestamptz,
+	deadline             timestamptz NOT NULL,
+	acquired_at          timestamptz NOT NULL
+);
+COMMENT ON TABLE ptah.leases IS
+	'ptah: the operation holding each coordination digest, and the writer session (pid, backend start) that may still write for it until its deadline';
+
+CREATE TABLE IF NOT EXISTS ptah.runs (
+	operation_id         text PRIMARY KEY,
+	resource             text,
+	plan_uid             text,
+	writer_pid           integer,
+	writer_backend_start timestamptz,
+	deadline             timestamptz,
+	started_at           timestamptz,
+	finished_at          timestamptz,
+	outcome              text CHECK (outcome IN ('succeeded', 'failed')),
+	error                text
+);
+COMMENT ON TABLE ptah.runs IS
+	'ptah run journal: recorded before any plan SQL; finished_at and outcome commit with the plan itself';
+
+CREATE TABLE IF NOT EXISTS ptah.run_steps (
+	operation_id text NOT NULL REFERENCES ptah.runs (operation_id) ON DELETE CASCADE,
+	step         integer NOT NULL,
+	statement    text NOT NULL,
+	started_at   timestamptz NOT NULL,
+	committed_at timestamptz,
+	PRIMARY KEY (operation_id, step)
+);
+COMMENT ON TABLE ptah.run_steps IS
+	'ptah run journal: each statement of a run as it started and committed';
+
+CREATE TABLE IF NOT EXISTS ptah.target_instance (
+	singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+	instance_id text NOT NULL,
+	created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE ptah.target_instance IS
+	'ptah: identifier minted for this database when the role may not call pg_control_system()';
+`
+
+// SchemaLockKey is the transaction advisory lock (the single-bigint key
+// space) ptah takes around creating its schema and tables, so that several
+// processes using a fresh database at once create them one after another.
+// Any ptah package creating tables in the ptah schema should take it too;
+// a creator that does not is still survived (see ensureRuntimeSchema).
+// The value is "ptahDDL" in ASCII.
+const SchemaLockKey int64 = 0x7074616844444c
+
+// ensureRuntimeSchema creates the runtime tables if they are missing.
+// CREATE ... IF NOT EXISTS alone is not safe under concurrency: two sessions
+// can both see the schema missing and one fails on a unique index of the
+// catalog. The advisory lock serializes ptah's creators; the retry covers a
+// creator that does not take it.
+func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
+	var present bool
+	err := conn.QueryRow(ctx, `SELECT to_regclass('ptah.leases') IS NOT NULL
+		AND to_regclass('ptah.runs') IS NOT NULL
+		AND to_regclass('ptah.run_steps') IS NOT NULL
+		AND to_regclass('ptah.target_instance') IS NOT NULL`).Scan(&present)
+	if err != nil {
+		return fmt.Errorf("checking the ptah runtime tables: %w", err)
+	}
+	if present {
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", SchemaLockKey); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, runtimeDDL)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if !isDuplicateObject(err) || attempt == 3 {
+			return fmt.Errorf("creating the ptah runtime tables: %w", err)
+		}
+	}
+}
+
+// AdvisoryLockKey is the session advisory lock key (single-bigint key space)
+// a writer holds for a coordination digest: the first 8 bytes of
+// SHA-256(digest), big-endian, as a signed integer. In SQL:
+//
+//	('x' || left(encode(sha256(convert_to(digest, 'UTF8')), 'hex'), 16))::bit(64)::bigint
+//
+// pg_locks shows it as classid = the high 32 bits, objid = the low 32 bits,
+// objsubid = 1.
+func AdvisoryLockKey(coordinationDigest string) int64 {
+	sum := sha256.Sum256([]byte(coordinationDigest))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// maxTimeoutMS is the largest value PostgreSQL accepts for a timeout
+// setting (INT_MAX milliseconds, about 24.8 days).
+const maxTimeoutMS = 1<<31 - 1
+
+// armDeadline makes the server itself stop this session at deadline, so
+// that "its absolute deadline has passed" really means the session can no
+// longer write, whatever the client process is doing.
+//
+// Inside the plan's transaction (inTx), statement_timeout and
+// idle_in_transaction_session_timeout, scoped to the transaction, cancel
+// the statement or end the session no later than the deadline. Outside a
+// transaction, idle_session_timeout ends a session that sits idle past the
+// deadline, holding its advisory lock, which frees the lock for the next
+// writer. Each of these counts from the start of a statement or of an idle
+// period, so it is re-armed with the time left before each plan statement
+// and before the writer goes idle. Journal writes outside the plan's
+// transaction carry no statement timeout: recording what happened is not
+// writing the plan, and must still work after the deadline.
+//
+// A COMMIT already executing when the deadline strikes still completes:
+// the bound is the deadline plus the time a commit takes. It returns
+// ErrDeadlinePassed when no time is left.
+func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) error {
+	settings := `set_config('idle_session_timeout', t.arm::text, false)`
+	if inTx {
+		settings = `concat(set_config('statement_timeout', t.arm::text, true),
+		set_config('idle_in_transaction_session_timeout', t.arm::text, true))`
+	}
+	var leftMS int64
+	err := q.QueryRow(ctx, `
+SELECT t.ms, `+settings+`
+FROM (SELECT s.ms, least(greatest(s.ms, 1), $2) AS arm
+      FROM (SELECT ceil(extract(epoch FROM $1::timestamptz - clock_timestamp()) * 1000)::bigint AS ms) s) t`,
+		deadline, int64(maxTimeoutMS)).Scan(&leftMS, nil)
+	if err != nil {
+		return fmt.Errorf("arming the deadline: %w", err)
+	}
+	if leftMS <= 0 {
+		return fmt.Errorf("%w (%s)", ErrDeadlinePassed, deadline.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// disarmDeadline lifts the idle timeout, for work that must still be done
+// after the deadline (releasing the lease is not writing).
+func disarmDeadline(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, "SET idle_session_timeout = 0")
+	return err
+}
+
+// querier is what both a connection and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Session identifies one database session across pid reuse: PostgreSQL
+// recycles pids, never the pair (pid, backend start).
+type Session struct {
+	PID          int32
+	BackendStart time.Time
+}
+
+// Same reports whether s and o are the same session.
+func (s Session) Same(o Session) bool {
+	return s.PID == o.PID && s.BackendStart.Equal(o.BackendStart)
+}
+
+func (s Session) String() string {
+	return fmt.Sprintf("pid %d started %s", s.PID, s.BackendStart.UTC().Format(time.RFC3339Nano))
+}
+
+// currentSession reads this connection's own session identity.
+func currentSession(ctx context.Context, q querier) (Session, error) {
+	var s Session
+	err := q.QueryRow(ctx, `SELECT pg_backend_pid(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())`).
+		Scan(&s.PID, &s.BackendStart)
+	if err != nil {
+		return Session{}, fmt.Errorf("reading the session's pid and start time: %w", err)
+	}
+	return s, nil
+}
+
+// SessionAlive reports whether the session (pid, backendStart) still
+// exists on the server conn is connected to. This is local mode's
+// "Pod-level answer" to whether a run can still write.
+//
+// A role without pg_read_all_stats sees other roles' sessions in
+// pg_stat_activity with a NULL backend_start; such a session with the
+// recorded pid is taken to be alive, because pid reuse cannot be ruled out
+// and "alive" is the answer that keeps the database held. The run's
+// deadline is then the way out.
+func SessionAlive(ctx context.Context, conn *pgx.Conn, pid int32, backendStart time.Time) (bool, error) {
+	alive, err := sessionAlive(ctx, conn, Session{PID: pid, BackendStart: backendStart})
+	if err != nil {
+		return false, fmt.Errorf("checking whether session %d is alive: %w", pid, err)
+	}
+	return alive, nil
+}
+
+func sessionAlive(ctx context.Context, q querier, s Session) (bool, error) {
+	// pg_stat_activity is a snapshot taken at its first use in a transaction;
+	// drop it so a session that ended since is seen as gone.
+	if _, err := q.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return false, err
+	}
+	var alive bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		WHERE pid = $1 AND (backend_start = $2 OR backend_start IS NULL))`, s.PID, s.BackendStart).Scan(&alive)
+	return alive, err
+}

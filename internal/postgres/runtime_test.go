@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/pgtest"
+)
+
+// testCtx is a context bounded well below the test binary's timeout.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dial opens a plain session to url, closed when the test ends.
+func dial(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := Connect(testCtx(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// TestRuntimeSchemaConcurrentFirstUse: several sessions creating the
+// runtime tables in a fresh database at once, alongside a creator of
+// another ptah table that takes no lock (as another package might), all
+// succeed.
+func TestRuntimeSchemaConcurrentFirstUse(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	const n = 8
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		conns[i] = dial(t, url)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if i%4 == 3 {
+				// A lock-less foreign creator: it may lose its own race
+				// (that is its problem); ours must not.
+				_, _ = conns[i].Exec(ctx, "CREATE SCHEMA IF NOT EXISTS ptah; CREATE TABLE IF NOT EXISTS ptah.other (id int)")
+				return
+			}
+			errs[i] = ensureRuntimeSchema(ctx, conns[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("session %d: %v", i, err)
+		}
+	}
+	// And once present, it is a no-op.
+	if err := ensureRuntimeSchema(ctx, conns[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdvisoryLockKeyMatchesSQL holds the documented SQL form of the key
+// to the Go one, so a person can find the lock in pg_locks by hand.
+func TestAdvisoryLockKeyMatchesSQL(t *testing.T) {
+	t.Parallel()
+	conn := dial(t, pgtest.BaseURL(t))
+	for _, digest := range []string{"sha256:0123abcd", "x", "ünïcode"} {
+		var want int64
+		err := conn.QueryRow(testCtx(t),
+			`SELECT ('x' || left(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 16))::bit(64)::bigint`, digest).Scan(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AdvisoryLockKey(digest); got != want {
+			t.Errorf("AdvisoryLockKey(%q) = %d, SQL says %d", digest, got, want)
+		}
+	}
+}
+
+func TestSessionAlive(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	other := dial(t, url)
+	s, err := currentSession(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive, err := SessionAlive(ctx, observer, s.PID, s.BackendStart)
+	if err != nil || !alive {
+		t.Fatalf("SessionAlive(live session) = %v, %v; want true", alive, err)
+	}
+	// Same pid, another start time: a recycled pid is not the session.
+	alive, err = SessionAlive(ctx, observer, s.PID, s.BackendStart.Add(-time.Second))
+	if err != nil || alive {
+		t.Fatalf("SessionAlive(pid with another start) = %v, %v; want false", alive, err)
+	}
+	terminate(t, observer, s.PID)
+	alive, err = SessionAlive(ctx, observer, s.PID, s.BackendStart)
+	if err != nil || alive {
+		t.Fatalf("SessionAlive(terminated session) = %v, %v; want false", alive, err)
+	}
+}
+
+// terminate ends session pid from conn and waits until it is gone.
+func terminate(t *testing.T, conn *pgx.Conn, pid int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1, 30000)", pid); err != nil {
+		t.Fatalf("terminating session %d: %v", pid, err)
+	}
+}
+
+func TestArmDeadlineRefusesAPassedDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	late := dial(t, pgtest.BaseURL(t))
+	err := armDeadline(ctx, late, time.Now().Add(-time.Second), false)
+	if !errors.Is(err, ErrDeadlinePassed) {
+		t.Fatalf("armDeadline(past) = %v, want ErrDeadlinePassed", err)
+	}
+	// Past its deadline an idle session is ended by the server at once.
+	time.Sleep(100 * time.Millisecond)
+	if _, err := late.Exec(ctx, "SELECT 1"); !IsConnectionLost(err) {
+		t.Errorf("a session idle past its deadline answered: %v", err)
+	}
+
+	conn := dial(t, pgtest.BaseURL(t))
+	if err := armDeadline(ctx, conn, time.Now().Add(90*24*time.Hour), false); err != nil {
+		t.Fatalf("armDeadline(90 days ahead) = %v; the timeout must be clamped, not refused", err)
+	}
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('idle_session_timeout')").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "2147483647ms" {
+		t.Errorf("idle_session_timeout = %s, want the clamped maximum", got)
+	}
+}

@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/fingerprint"
+	"github.com/ptah-run/ptah/internal/postgres"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// Resource is a PtahSchema with the inputs the file resolved for it.
+type Resource struct {
+	Schema    *api.PtahSchema
+	TargetURL string
+	Files     []postgres.SourceFile
+}
+
+// Key is how the resource is addressed in the store.
+func (r Resource) namespace() string {
+	if r.Schema.Namespace != "" {
+		return r.Schema.Namespace
+	}
+	return "default"
+}
+
+// ArtifactDigest fingerprints the declared files: names and contents, in
+// load order.
+func ArtifactDigest(files []postgres.SourceFile) string {
+	b := fingerprint.New("ptah.run/artifact/v1").Int("files", int64(len(files)))
+	for _, f := range files {
+		b.String("name", f.Name).String("sql", f.SQL)
+	}
+	return b.Sum()
+}
+
+// TargetIdentityDigest fingerprints the server and database.
+func TargetIdentityDigest(id postgres.Identity) string {
+	return fingerprint.New("ptah.run/target/v1").
+		String("systemIdentifier", id.SystemIdentifier).
+		String("database", id.Database).
+		Sum()
+}
+
+// CoordinationDigest names the database for coordination: the engine and
+// the declared coordination key, else the target's identity.
+func CoordinationDigest(spec api.PtahSchemaSpec, targetDigest string) string {
+	key := spec.Target.CoordinationKey
+	if key == "" {
+		key = "target:" + targetDigest
+	}
+	return fingerprint.New("ptah.run/coordination/v1").String("engine", api.EnginePostgres).String("key", key).Sum()
+}
+
+// PolicyFingerprint covers what governs applying: policy and scope.
+func PolicyFingerprint(spec api.PtahSchemaSpec) string {
+	return fingerprint.New("ptah.run/policy/v1").
+		String("apply", string(spec.Policy.Apply)).
+		Bool("allowDestructive", spec.Policy.AllowDestructive).
+		String("lockTimeout", spec.Policy.LockTimeout).
+		Strings("schemas", spec.Schemas).
+		Sum()
+}
+
+// observe reads the database and the declared files once.
+func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*engine.Observation, error) {
+	lockTimeout, _ := time.ParseDuration(res.Schema.Spec.Policy.LockTimeout)
+	obs, err := postgres.Observe(ctx, postgres.PlanRequest{
+		TargetURL: res.TargetURL, DevURL: r.DevURL, Files: res.Files,
+		Schemas: res.Schema.Spec.Schemas, LockTimeout: lockTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stmts := make([]api.PlanStatement, len(obs.Plan.Statements))
+	for i, s := range obs.Plan.Statements {
+		hz := make([]string, len(s.Hazards))
+		for j, h := range s.Hazards {
+			hz[j] = string(h)
+		}
+		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz}
+	}
+	return &engine.Observation{
+		Bindings: api.Bindings{
+			ArtifactDigest:          ArtifactDigest(res.Files),
+			CoordinationDigest:      CoordinationDigest(res.Schema.Spec, identity),
+			TargetIdentityDigest:    identity,
+			ActualStateFingerprint:  fingerprint.New("ptah.run/model/v1").JSON("model", obs.Live).Sum(),
+			DesiredStateFingerprint: fingerprint.New("ptah.run/model/v1").JSON("model", obs.Desired).Sum(),
+			PolicyFingerprint:       PolicyFingerprint(res.Schema.Spec),
+			ExecutionBinding:        r.binding(),
+		},
+		Statements:  stmts,
+		Destructive: obs.Plan.Destructive,
+		LockTimeout: res.Schema.Spec.Policy.LockTimeout,
+	}, nil
+}
+
+func (r *Runner) binding() api.ExecutionBinding {
+	return api.ExecutionBinding{PtahVersion: r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
+}
+
+// toPlan turns a stored plan back into what the executor runs.
+func toPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
+	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
+	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout}
+	for _, s := range spec.Statements {
+		hz := make([]postgres.Hazard, len(s.Hazards))
+		for i, h := range s.Hazards {
+			hz[i] = postgres.Hazard(h)
+		}
+		p.Statements = append(p.Statements, postgres.Statement{SQL: s.SQL, Hazards: hz})
+	}
+	return p
+}

@@ -1,0 +1,340 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/failpoint"
+	"github.com/ptah-run/ptah/internal/fingerprint"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// pass is one resource's run of passes; it keeps what was observed during
+// it, since an observation is valid for the rest of the pass.
+type pass struct {
+	*Runner
+	res      Resource
+	mode     Mode
+	identity string
+
+	observation *engine.Observation
+	rederived   string
+}
+
+func (p *pass) loop(ctx context.Context) (Result, error) {
+	for steps := 0; steps < maxStepsWithoutChange; steps++ {
+		in, obj, err := p.gather(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		d := engine.SchemaPass(in)
+		if p.mode == PlanOnly && d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil {
+			// ptah plan never claims: the plan is authorized, ptah apply runs it.
+			d = engine.Decision{Step: engine.StepWriteStatus, Stable: true, Status: in.Status}
+			d.Status.Phase, d.Status.Reason = api.PhaseApproved, api.ReasonApproved
+			d.Status.Message = "the plan is authorized; ptah apply runs it"
+		}
+		done, err := p.act(ctx, obj, in, d)
+		if err != nil || done {
+			return p.result(ctx, err)
+		}
+	}
+	return Result{}, fmt.Errorf("%s: the pass did not settle after %d steps; this is a bug", p.res.Schema.Name, maxStepsWithoutChange)
+}
+
+// gather reads everything the pass decides from.
+func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object, error) {
+	all, err := p.Store.List(ctx, store.ListOptions{})
+	if err != nil {
+		return engine.SchemaPassInput{}, store.Object{}, fmt.Errorf("reading stored state: %w", err)
+	}
+	in := engine.SchemaPassInput{
+		Now: p.Now(), Name: p.res.Schema.Name, Spec: p.res.Schema.Spec, Binding: p.binding(),
+		Stored: storedVersions(all), Observation: p.observation, Rederived: p.rederived,
+		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
+	}
+	var self store.Object
+	for _, o := range all {
+		switch o.Kind {
+		case api.KindPtahSchema:
+			c := engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+				CoordinationDigest: o.Labels[LabelCoordination], SharedRealm: o.Labels[LabelSharedRealm] == "true"}
+			in.Realm = append(in.Realm, c)
+			if o.Namespace == p.res.namespace() && o.Name == p.res.Schema.Name {
+				self, in.Self = o, c
+			}
+		case api.KindPtahSchemaApproval:
+			if o.Labels[LabelSchema] == p.res.Schema.Name {
+				a, err := decodeApproval(o)
+				if err != nil {
+					return in, self, err
+				}
+				in.Approvals = append(in.Approvals, a)
+			}
+		}
+	}
+	if self.UID == "" {
+		return in, self, fmt.Errorf("%s is not registered in the store", p.res.Schema.Name)
+	}
+	in.UID, in.Generation = self.UID, self.Generation
+	if len(self.Status) > 0 {
+		if err := json.Unmarshal(self.Status, &in.Status); err != nil {
+			return in, self, fmt.Errorf("decoding the status of %s: %w", self.Name, err)
+		}
+	}
+	if ref := in.Status.Plan; ref != nil {
+		if o, err := p.Store.GetByUID(ctx, ref.UID); err == nil {
+			plan, err := decodePlan(o)
+			if err != nil {
+				return in, self, err
+			}
+			in.CurrentPlan = &plan
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return in, self, err
+		}
+	}
+	if op := in.Status.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		alive, err := p.writerMayStillWrite(ctx, *op)
+		if err != nil {
+			return in, self, err
+		}
+		in.WriterMayStillWrite = alive
+	}
+	return in, self, nil
+}
+
+// writerMayStillWrite is local mode's "Pod-level answer": the run's writer
+// session, recorded in the journal before any SQL, is still connected and
+// its deadline has not passed.
+func (p *pass) writerMayStillWrite(ctx context.Context, op api.Operation) (bool, error) {
+	if !p.Now().Before(op.Deadline) {
+		return false, nil
+	}
+	run, err := postgres.ReadRun(ctx, p.Target, op.ID)
+	if errors.Is(err, postgres.ErrRunNotFound) {
+		return false, nil // the writer never recorded itself, so it never ran SQL
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the journal of operation %s: %w", op.ID, err)
+	}
+	if run.FinishedAt != nil {
+		return false, nil
+	}
+	return postgres.SessionAlive(ctx, p.Target, run.Writer.PID, run.Writer.BackendStart)
+}
+
+// act carries out one decision; done reports a stable end.
+func (p *pass) act(ctx context.Context, obj store.Object, in engine.SchemaPassInput, d engine.Decision) (bool, error) {
+	switch d.Step {
+	case engine.StepRefuse:
+		return true, d.Err
+	case engine.StepReleaseOwed:
+		owed := in.Status.OwedRelease
+		if err := postgres.ReleaseLease(ctx, p.Target, owed.CoordinationDigest, owed.OperationID); err != nil {
+			return true, fmt.Errorf("completing the owed lease release of operation %s: %w", owed.OperationID, err)
+		}
+		return false, p.writeStatus(ctx, &obj, d.Status)
+	case engine.StepWriteStatus:
+		claimed := d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil
+		if in.Status.ActiveOperation != nil && d.Status.ActiveOperation == nil {
+			// The claim was dropped (its inputs moved) or settled: what was
+			// read for it is stale.
+			p.observation, p.rederived = nil, ""
+		}
+		if err := p.writeStatus(ctx, &obj, d.Status); err != nil {
+			return true, err
+		}
+		if claimed {
+			failpoint.Hit(FailAfterClaim)
+		}
+		return d.Stable, nil
+	case engine.StepObserve:
+		obs, err := p.observe(ctx, p.res, p.identity)
+		p.observation = obs
+		return err != nil, err
+	case engine.StepMarkStale:
+		return false, p.markStale(ctx, d.Stale)
+	case engine.StepPublish:
+		return false, p.publish(ctx, obj, d)
+	case engine.StepRederive:
+		fresh, err := p.observe(ctx, p.res, p.identity)
+		if err != nil {
+			return true, err
+		}
+		p.rederived = engine.InputFingerprint(d.Operation.Plan.Fingerprint, fresh.Bindings)
+		return false, nil
+	case engine.StepDispatch:
+		return p.dispatch(ctx, obj, in, *d.Operation)
+	}
+	return true, fmt.Errorf("unknown step %q", d.Step)
+}
+
+// writeStatus writes st conditionally on obj's resourceVersion, and moves
+// obj to the new version for the next write.
+func (p *pass) writeStatus(ctx context.Context, obj *store.Object, st api.PtahSchemaStatus) error {
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encoding status: %w", err)
+	}
+	obj.Status, obj.ContractVersion = raw, api.ContractVersion
+	updated, err := p.Store.UpdateStatus(ctx, *obj)
+	if err != nil {
+		return fmt.Errorf("writing the status of %s: %w", obj.Name, err)
+	}
+	*obj = updated
+	return nil
+}
+
+func (p *pass) markStale(ctx context.Context, stale []engine.Approval) error {
+	for _, a := range stale {
+		o, err := p.Store.GetByUID(ctx, a.UID)
+		if err != nil {
+			return fmt.Errorf("reading approval %s: %w", a.Name, err)
+		}
+		raw, _ := json.Marshal(api.PtahSchemaApprovalStatus{Stale: true, StaleReason: "the plan it names is no longer current"})
+		o.Status, o.ContractVersion = raw, api.ContractVersion
+		if _, err := p.Store.UpdateStatus(ctx, o); err != nil {
+			return fmt.Errorf("marking approval %s stale: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// publish stores a new immutable plan object. Its name is derived from the
+// content, so the same content published again replaces the old object:
+// same name, new UID, and approvals of the old one authorize nothing.
+func (p *pass) publish(ctx context.Context, obj store.Object, d engine.Decision) error {
+	name := p.res.Schema.Name + "-" + fingerprint.Short(d.Plan.Fingerprint)
+	spec, err := json.Marshal(d.Plan)
+	if err != nil {
+		return fmt.Errorf("encoding plan: %w", err)
+	}
+	if old, err := p.Store.Get(ctx, api.KindPtahSchemaPlan, obj.Namespace, name); err == nil {
+		if err := p.Store.Delete(ctx, old.Kind, old.Namespace, old.Name, old.UID); err != nil {
+			return fmt.Errorf("replacing plan %s: %w", name, err)
+		}
+	}
+	created, err := p.Store.Create(ctx, store.Object{Kind: api.KindPtahSchemaPlan, Namespace: obj.Namespace, Name: name,
+		ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelSchema: p.res.Schema.Name}, Spec: spec})
+	if err != nil {
+		return fmt.Errorf("publishing plan %s: %w", name, err)
+	}
+	st := d.Status
+	st.Plan = &api.PlanReference{ObjectReference: api.ObjectReference{Name: created.Name, UID: created.UID}, Fingerprint: d.Plan.Fingerprint}
+	return p.writeStatus(ctx, &obj, st)
+}
+
+// dispatch takes the lease, makes the dispatch marker durable, runs the plan
+// once, and accounts for it in one write.
+func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaPassInput, op api.Operation) (bool, error) {
+	if in.CurrentPlan == nil {
+		return true, fmt.Errorf("operation %s claims plan %s, which is gone", op.ID, op.Plan.Name)
+	}
+	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.Schema.Name, op.Deadline)
+	var held *postgres.LeaseHeldError
+	if errors.As(err, &held) {
+		st := in.Status
+		st.ActiveOperation = nil // nothing was dispatched
+		st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonLeaseHeld, held.Error()
+		return true, p.writeStatus(ctx, &obj, st)
+	}
+	if err != nil {
+		return true, err
+	}
+	// Whatever happens below, the session ends with this process; an
+	// explicit release is still owed in the status until it succeeds.
+	defer func() { _ = w.Release(context.Background()) }()
+
+	now := p.Now()
+	marked := op
+	marked.DispatchedAt = &now
+	st := in.Status
+	st.ActiveOperation = &marked
+	if err := p.writeStatus(ctx, &obj, st); err != nil {
+		return true, err
+	}
+	failpoint.Hit(FailAfterDispatch)
+
+	runErr := w.Execute(ctx, in.CurrentPlan.UID, toPlan(in.CurrentPlan.Spec), func(done, total int, s postgres.Statement) {
+		if p.Progress != nil {
+			p.Progress(done, total, s.SQL)
+		}
+	})
+	failpoint.Hit(FailAfterExecution)
+	result, message := classify(runErr)
+	st = engine.Account(st, marked, result, message, p.Now())
+	if err := p.writeStatus(ctx, &obj, st); err != nil {
+		return true, err
+	}
+	failpoint.Hit(FailBeforeRelease)
+	if err := w.Release(ctx); err != nil {
+		return true, fmt.Errorf("releasing the lease of operation %s: %w", op.ID, err)
+	}
+	st.OwedRelease = nil
+	if err := p.writeStatus(ctx, &obj, st); err != nil {
+		return true, err
+	}
+	p.observation, p.rederived = nil, ""
+	if result == engine.RunFailed {
+		return true, nil
+	}
+	return false, nil
+}
+
+// classify turns the executor's error into a run result. The writer runs
+// the plan in one transaction: only a plan that certainly never committed
+// is a failure; anything else is uncertain and owes an observation.
+func classify(err error) (engine.RunResult, string) {
+	switch {
+	case err == nil:
+		return engine.RunSucceeded, ""
+	case errors.Is(err, postgres.ErrPlanFailed), errors.Is(err, postgres.ErrNotStarted):
+		return engine.RunFailed, err.Error()
+	}
+	return engine.RunUncertain, err.Error()
+}
+
+func (p *pass) result(ctx context.Context, runErr error) (Result, error) {
+	o, err := p.Store.Get(ctx, api.KindPtahSchema, p.res.namespace(), p.res.Schema.Name)
+	if err != nil {
+		return Result{Name: p.res.Schema.Name}, errors.Join(runErr, err)
+	}
+	res := Result{Name: o.Name}
+	if len(o.Status) > 0 {
+		_ = json.Unmarshal(o.Status, &res.Status)
+	}
+	if ref := res.Status.Plan; ref != nil {
+		if po, err := p.Store.GetByUID(ctx, ref.UID); err == nil {
+			if plan, err := decodePlan(po); err == nil {
+				res.Plan = &plan
+			}
+		}
+	}
+	return res, runErr
+}
+
+func decodePlan(o store.Object) (engine.Plan, error) {
+	plan := engine.Plan{Name: o.Name, UID: o.UID}
+	if err := json.Unmarshal(o.Spec, &plan.Spec); err != nil {
+		return plan, fmt.Errorf("decoding plan %s: %w", o.Name, err)
+	}
+	return plan, nil
+}
+
+func decodeApproval(o store.Object) (engine.Approval, error) {
+	a := engine.Approval{Name: o.Name, UID: o.UID}
+	if err := json.Unmarshal(o.Spec, &a.Spec); err != nil {
+		return a, fmt.Errorf("decoding approval %s: %w", o.Name, err)
+	}
+	if len(o.Status) > 0 {
+		if err := json.Unmarshal(o.Status, &a.Status); err != nil {
+			return a, fmt.Errorf("decoding approval %s: %w", o.Name, err)
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,124 @@
+// Package runner is local mode's shell around the engine: it reads the
+// store and the database, asks engine.SchemaPass what to do, does it, and
+// loops until the pass reaches a stable phase.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/fingerprint"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// Labels the runner puts on stored objects.
+const (
+	LabelSchema       = "ptah.run/schema"
+	LabelCoordination = "ptah.run/coordination"
+	LabelSharedRealm  = "ptah.run/shared-realm"
+)
+
+// Failpoints the runner stops at in crash tests.
+const (
+	FailAfterClaim        = "after-claim"
+	FailAfterDispatch     = "after-dispatch-marker"
+	FailAfterExecution    = "after-execution"
+	FailBeforeRelease     = "before-lease-release"
+	maxStepsWithoutChange = 64
+)
+
+// Runner runs passes for resources of one target database.
+type Runner struct {
+	Store  store.Store
+	Target *pgx.Conn // a session on the target: identity, leases, liveness
+	DevURL string
+
+	Version    string
+	Now        func() time.Time
+	NewID      func() string
+	RunTimeout time.Duration
+	// Progress, when set, hears of each statement as it starts.
+	Progress func(done, total int, sql string)
+}
+
+// Mode says how far a pass may go.
+type Mode int
+
+const (
+	// PlanOnly publishes the plan and stops before any claim.
+	PlanOnly Mode = iota
+	// Apply goes all the way: claim, dispatch, account, verify.
+	Apply
+)
+
+// Result is where a resource ended.
+type Result struct {
+	Name   string
+	Status api.PtahSchemaStatus
+	Plan   *engine.Plan // the current plan, if any
+}
+
+// Register stores the resource (creating it, or updating its spec, which
+// bumps its generation) and returns the stored object.
+func (r *Runner) Register(ctx context.Context, res Resource, identity string) (store.Object, error) {
+	spec, err := json.Marshal(res.Schema.Spec)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("encoding %s: %w", res.Schema.Name, err)
+	}
+	labels := map[string]string{
+		LabelCoordination: fingerprint.Short(CoordinationDigest(res.Schema.Spec, identity)),
+		LabelSharedRealm:  fmt.Sprint(res.Schema.Spec.Target.SharedRealm),
+	}
+	obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchema, Namespace: res.namespace(), Name: res.Schema.Name,
+			ContractVersion: api.ContractVersion, Labels: labels, Spec: spec})
+	case err != nil:
+		return store.Object{}, err
+	}
+	obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
+	return r.Store.Update(ctx, obj)
+}
+
+// Run drives the pass for one resource until a stable phase.
+func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, error) {
+	id, err := postgres.TargetIdentity(ctx, r.Target)
+	if err != nil {
+		return Result{}, fmt.Errorf("reading the target's identity: %w", err)
+	}
+	identity := TargetIdentityDigest(id)
+	if err := r.fence(ctx); err != nil {
+		return Result{}, err
+	}
+	if _, err := r.Register(ctx, res, identity); err != nil {
+		return Result{}, fmt.Errorf("registering %s: %w", res.Schema.Name, err)
+	}
+	p := &pass{Runner: r, res: res, mode: mode, identity: identity}
+	return p.loop(ctx)
+}
+
+// fence refuses stored state a newer ptah wrote, before anything else.
+func (r *Runner) fence(ctx context.Context) error {
+	objs, err := r.Store.List(ctx, store.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("scanning stored state: %w", err)
+	}
+	return engine.VerifyStoredState(storedVersions(objs), api.ContractVersion)
+}
+
+func storedVersions(objs []store.Object) []engine.StoredObject {
+	out := make([]engine.StoredObject, len(objs))
+	for i, o := range objs {
+		out[i] = engine.StoredObject{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, ContractVersion: o.ContractVersion}
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ptah-run/ptah/internal/pgtest"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/store"
+	"github.com/ptah-run/ptah/internal/store/pgstore"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fixture is a target database with ptah's store in it, and a runner.
+type fixture struct {
+	t   *testing.T
+	url string
+	r   *Runner
+}
+
+func newFixture(t *testing.T, old string) *fixture {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	if old != "" {
+		pgtest.Exec(t, url, old)
+	}
+	ctx := context.Background()
+	conn, err := postgres.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	st, err := pgstore.New(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, url: url, r: &Runner{
+		Store: st, Target: conn, Version: "test", RunTimeout: time.Hour,
+		Now:   time.Now, // the writer's deadline is enforced by the server's clock
+		NewID: randomID,
+	}}
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (f *fixture) resource(policy api.ApplyPolicy, declared string) Resource {
+	s := &api.PtahSchema{Spec: api.PtahSchemaSpec{Schemas: []string{"public"},
+		Policy: api.Policy{Apply: policy, LockTimeout: "5s"}}}
+	s.Name = "app"
+	return Resource{Schema: s, TargetURL: f.url, Files: []postgres.SourceFile{{Name: "schema.sql", SQL: declared}}}
+}
+
+func (f *fixture) run(res Resource, mode Mode) Result {
+	f.t.Helper()
+	out, err := f.r.Run(context.Background(), res, mode)
+	if err != nil {
+		f.t.Fatalf("run: %v", err)
+	}
+	return out
+}
+
+func (f *fixture) tableExists(name string) bool {
+	f.t.Helper()
+	var ok bool
+	if err := f.r.Target.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", "public."+name).Scan(&ok); err != nil {
+		f.t.Fatal(err)
+	}
+	return ok
+}
+
+const (
+	v1 = "CREATE TABLE users (id int PRIMARY KEY);"
+	v2 = "CREATE TABLE users (id int PRIMARY KEY); CREATE TABLE posts (id int PRIMARY KEY);"
+)
+
+func TestPlanApproveApplyReachesInSync(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyOnApproval, v2)
+
+	planned := f.run(res, PlanOnly)
+	if planned.Status.Phase != api.PhaseAwaitingApproval || planned.Plan == nil {
+		t.Fatalf("after plan: phase %s plan %v; want AwaitingApproval with a plan", planned.Status.Phase, planned.Plan)
+	}
+	if got := f.run(res, Apply); got.Status.Phase != api.PhaseAwaitingApproval || f.tableExists("posts") {
+		t.Fatalf("apply without approval: phase %s; nothing may run", got.Status.Phase)
+	}
+	if _, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: planned.Plan.UID, Fingerprint: "sha256:wrong", Approver: "ana"}); !errors.Is(err, ErrFingerprintMismatch) {
+		t.Fatalf("approve with a wrong fingerprint: %v", err)
+	}
+	if _, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: planned.Plan.UID, Fingerprint: planned.Plan.Spec.Fingerprint, Approver: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	applied := f.run(res, Apply)
+	if applied.Status.Phase != api.PhaseInSync || !f.tableExists("posts") {
+		t.Fatalf("after approve and apply: phase %s (%s), posts exists %v", applied.Status.Phase, applied.Status.Message, f.tableExists("posts"))
+	}
+	if a := applied.Status.Applied; a == nil || a.Outcome != api.OutcomeSucceeded || a.Plan.UID != planned.Plan.UID {
+		t.Fatalf("applied record: %+v", applied.Status.Applied)
+	}
+	if applied.Status.OwedRelease != nil || applied.Status.ActiveOperation != nil {
+		t.Fatalf("after a clean run nothing is owed or claimed: %+v", applied.Status)
+	}
+	lease, err := postgres.LeaseHolder(context.Background(), f.r.Target, planned.Plan.Spec.CoordinationDigest)
+	if err != nil || lease != nil {
+		t.Fatalf("lease after the run: %v, %v", lease, err)
+	}
+	run, err := postgres.ReadRun(context.Background(), f.r.Target, applied.Status.Applied.OperationID)
+	if err != nil || !run.Committed() {
+		t.Fatalf("journal of the run: %+v, %v", run, err)
+	}
+	if again := f.run(res, Apply); again.Status.Phase != api.PhaseInSync || again.Status.Applied.OperationID != applied.Status.Applied.OperationID {
+		t.Fatalf("a second apply must find nothing to do: %+v", again.Status)
+	}
+}
+
+// Guarantee 1: an approval binds the plan's UID, not just its name.
+func TestRecordedApprovalStaleIgnoresSameNameReplacementUID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyOnApproval, v2)
+	first := f.run(res, PlanOnly)
+	approval, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: first.Plan.UID, Approver: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The database moves and comes back: the plan is replaced twice, the
+	// second time by the same content under the same deterministic name.
+	pgtest.Exec(t, f.url, "CREATE TABLE scratch (x int)")
+	moved := f.run(res, PlanOnly)
+	pgtest.Exec(t, f.url, "DROP TABLE scratch")
+	back := f.run(res, PlanOnly)
+
+	if back.Plan.Name != first.Plan.Name || back.Plan.UID == first.Plan.UID || moved.Plan.UID == first.Plan.UID {
+		t.Fatalf("want the same name under a new UID: first %s/%s, back %s/%s", first.Plan.Name, first.Plan.UID, back.Plan.Name, back.Plan.UID)
+	}
+	stored, err := f.r.Store.GetByUID(context.Background(), approval.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := decodeApproval(stored); !a.Status.Stale {
+		t.Fatal("the approval of the replaced plan must be marked stale")
+	}
+	if got := f.run(res, Apply); got.Status.Phase != api.PhaseAwaitingApproval || f.tableExists("posts") {
+		t.Fatalf("apply after replacement: phase %s, posts exists %v; the old approval must authorize nothing", got.Status.Phase, f.tableExists("posts"))
+	}
+	if _, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: first.Plan.UID, Approver: "ana"}); !errors.Is(err, ErrUnknownPlan) {
+		t.Fatalf("approving the replaced plan's UID: %v; want ErrUnknownPlan", err)
+	}
+}
+
+// Guarantee 6, over every kind the local store holds.
+func TestRuntimeVerifierRejectsStoredFutureControllerState(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahSchemaPlan, api.KindPtahSchemaApproval} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, v1)
+			res := f.resource(api.ApplyAlways, v2)
+			f.run(res, PlanOnly)
+			objs, err := f.r.Store.List(context.Background(), storeList(kind))
+			if err != nil || len(objs) == 0 {
+				if kind != api.KindPtahSchemaApproval {
+					t.Fatalf("listing %s: %v", kind, err)
+				}
+			}
+			if kind == api.KindPtahSchemaApproval {
+				if _, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: f.run(res, PlanOnly).Plan.UID, Approver: "ana"}); err != nil {
+					t.Fatal(err)
+				}
+				objs, _ = f.r.Store.List(context.Background(), storeList(kind))
+			}
+			future := objs[0]
+			future.ContractVersion = api.ContractVersion + 1
+			if _, err := f.r.Store.UpdateStatus(context.Background(), future); err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.r.Run(context.Background(), res, Apply)
+			if err == nil || f.tableExists("posts") {
+				t.Fatalf("apply over a future %s: err %v, posts exists %v", kind, err, f.tableExists("posts"))
+			}
+			if want := future.Name; !contains(err.Error(), want) {
+				t.Fatalf("the refusal must name the object %s: %v", want, err)
+			}
+		})
+	}
+}
+
+func storeList(kind string) store.ListOptions { return store.ListOptions{Kind: kind} }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
