@@ -131,7 +131,8 @@ func TestInspect(t *testing.T) {
 			check: func(t *testing.T, m *Model) {
 				tb := find(t, m.Tables, tableID("t"))
 				equal(t, "unlogged", tb.Unlogged, true)
-				equal(t, "options", tb.Options, []string{"autovacuum_enabled=false", "fillfactor=70"})
+				// Stored order, which pg_dump shows.
+				equal(t, "options", tb.Options, []string{"fillfactor=70", "autovacuum_enabled=false"})
 				equal(t, "comment", tb.Comment, "a table")
 				equal(t, "columns", tb.Columns, []Column{
 					{Name: "id", Type: "bigint", NotNull: true, Identity: "a", IdentityOptions: &SequenceOptions{
