@@ -50,48 +50,23 @@ type objects struct {
 
 func indexModel(m *Model) objects {
 	o := objects{m: m, byID: map[ID]any{}, columns: map[ID]Column{}, pos: map[ID]int{}}
-	put := func(id ID, v any) { o.byID[id] = v }
-	for _, x := range m.Schemas {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Extensions {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Enums {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Domains {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Composites {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Sequences {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Tables {
-		put(x.ID(), x)
-		for i, c := range x.Columns {
-			id := ColumnID(x.Schema, x.Name, c.Name)
-			put(id, c)
-			o.columns[id] = c
-			o.pos[id] = i
+	putAll(o, m.Schemas)
+	putAll(o, m.Extensions)
+	putAll(o, m.Enums)
+	putAll(o, m.Domains)
+	putAll(o, m.Composites)
+	putAll(o, m.Sequences)
+	putAll(o, m.Tables)
+	putAll(o, m.Constraints)
+	putAll(o, m.Indexes)
+	putAll(o, m.Views)
+	putAll(o, m.Functions)
+	putAll(o, m.Triggers)
+	for _, t := range m.Tables {
+		for i, c := range t.Columns {
+			id := ColumnID(t.Schema, t.Name, c.Name)
+			o.byID[id], o.columns[id], o.pos[id] = c, c, i
 		}
-	}
-	for _, x := range m.Constraints {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Indexes {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Views {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Functions {
-		put(x.ID(), x)
-	}
-	for _, x := range m.Triggers {
-		put(x.ID(), x)
 	}
 	// A serial column's default needs its sequence and the sequence is owned
 	// by the column: ownership is set by a separate statement once both
@@ -109,6 +84,13 @@ func indexModel(m *Model) objects {
 		}
 	}
 	return o
+}
+
+// putAll indexes objects by their IDs, keeping each one's concrete type.
+func putAll[T interface{ ID() ID }](o objects, xs []T) {
+	for _, x := range xs {
+		o.byID[x.ID()] = x
+	}
 }
 
 type differ struct {
