@@ -89,13 +89,23 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 	return r.Store.Update(ctx, obj)
 }
 
-// Run drives the pass for one resource until a stable phase.
-func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, error) {
+// Identity is the target identity digest of the runner's database.
+func (r *Runner) Identity(ctx context.Context) (string, error) {
 	id, err := postgres.TargetIdentity(ctx, r.Target)
 	if err != nil {
-		return Result{}, fmt.Errorf("reading the target's identity: %w", err)
+		return "", fmt.Errorf("reading the target's identity: %w", err)
 	}
-	identity := TargetIdentityDigest(id)
+	return TargetIdentityDigest(id), nil
+}
+
+// Run drives the pass for one resource until a stable phase. It registers
+// the resource first; a caller running several resources registers them
+// all before running any, so that each pass's census sees the others.
+func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, error) {
+	identity, err := r.Identity(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := r.fence(ctx); err != nil {
 		return Result{}, err
 	}
