@@ -101,8 +101,8 @@ func (r *Runner) binding() api.ExecutionBinding {
 	return api.ExecutionBinding{PtahVersion: r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
 }
 
-// toPlan turns a stored plan back into what the executor runs.
-func toPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
+// ToPlan turns a stored plan back into what the executor runs.
+func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
 	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout}
 	for _, s := range spec.Statements {

@@ -275,7 +275,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	}
 	failpoint.Hit(FailAfterDispatch)
 
-	runErr := w.Execute(ctx, in.CurrentPlan.UID, toPlan(in.CurrentPlan.Spec), func(done, total int, s postgres.Statement) {
+	runErr := w.Execute(ctx, in.CurrentPlan.UID, ToPlan(in.CurrentPlan.Spec), func(done, total int, s postgres.Statement) {
 		if p.Progress != nil {
 			p.Progress(done, total, s.SQL)
 		}
