@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -113,7 +114,7 @@ func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("%w: the database URL is not a valid PostgreSQL connection string", ErrConnect)
 	}
 	cfg.RuntimeParams["search_path"] = "pg_catalog"
-	cfg.RuntimeParams["application_name"] = "ptah"
+	cfg.RuntimeParams["application_name"] = applicationName()
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
@@ -122,6 +123,20 @@ func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
 		return nil, connectError(cfg, err)
 	}
 	return conn, nil
+}
+
+// applicationName names this process in pg_stat_activity, so whoever finds
+// a ptah session (a person, or another ptah naming a lock's holder) can tell
+// which process it is. PostgreSQL keeps at most 63 bytes of it.
+func applicationName() string {
+	name := fmt.Sprintf("ptah pid %d", os.Getpid())
+	if host, err := os.Hostname(); err == nil && host != "" {
+		name += " on " + host
+	}
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
 }
 
 func connectError(cfg *pgx.ConnConfig, err error) error {
