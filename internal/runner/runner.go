@@ -77,16 +77,23 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 		LabelCoordination: fingerprint.Short(CoordinationDigest(res.Schema.Spec, identity)),
 		LabelSharedRealm:  fmt.Sprint(res.Schema.Spec.Target.SharedRealm),
 	}
-	obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchema, Namespace: res.namespace(), Name: res.Schema.Name,
-			ContractVersion: api.ContractVersion, Labels: labels, Spec: spec})
-	case err != nil:
-		return store.Object{}, err
+	// Another process may register the same resource at the same moment:
+	// on a lost race, read again and update what it created.
+	for attempt := 0; ; attempt++ {
+		obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			obj, err = r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchema, Namespace: res.namespace(), Name: res.Schema.Name,
+				ContractVersion: api.ContractVersion, Labels: labels, Spec: spec})
+		case err == nil:
+			obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
+			obj, err = r.Store.Update(ctx, obj)
+		}
+		if (errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict)) && attempt < 8 {
+			continue
+		}
+		return obj, err
 	}
-	obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
-	return r.Store.Update(ctx, obj)
 }
 
 // Identity is the target identity digest of the runner's database.
@@ -109,11 +116,32 @@ func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, erro
 	if err := r.fence(ctx); err != nil {
 		return Result{}, err
 	}
+	// One process at a time runs this resource's pass, as one controller
+	// worker does per key; a process that dies lets go with its session.
+	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+res.namespace()+"/"+res.Schema.Name)
+	if err != nil {
+		return Result{Name: res.Schema.Name}, r.withLeaseHolder(ctx, res, identity, err)
+	}
+	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
 	if _, err := r.Register(ctx, res, identity); err != nil {
 		return Result{}, fmt.Errorf("registering %s: %w", res.Schema.Name, err)
 	}
 	p := &pass{Runner: r, res: res, mode: mode, identity: identity}
 	return p.loop(ctx)
+}
+
+// withLeaseHolder adds to a busy pass lock who holds the database's lease,
+// if anyone does: that is the run a person waits for.
+func (r *Runner) withLeaseHolder(ctx context.Context, res Resource, identity string, err error) error {
+	if !errors.Is(err, postgres.ErrPassBusy) {
+		return err
+	}
+	lease, lerr := postgres.LeaseHolder(ctx, r.Target, CoordinationDigest(res.Schema.Spec, identity))
+	if lerr != nil || lease == nil {
+		return err
+	}
+	return fmt.Errorf("%w; the database's lease is held by operation %s of %s (writer session %s, deadline %s)",
+		err, lease.Holder, lease.Resource, lease.Writer, lease.Deadline.UTC().Format(time.RFC3339))
 }
 
 // fence refuses stored state a newer ptah wrote, before anything else.
