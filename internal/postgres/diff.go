@@ -15,14 +15,22 @@ import (
 // forward node (its creation or in-place alteration). Edges come from the
 // dependencies PostgreSQL recorded in both databases: a dependent is dropped
 // before what it depends on, and created after. A topological sort, with a
-// stable tie-break by kind and name, gives the order.
+// stable tie-break by kind and name, gives the order. Labels added to
+// existing enums (ALTER TYPE ... ADD VALUE) stand outside the graph, at the
+// start of the plan (see alterEnum).
 func Diff(live, desired *Model) ([]Statement, error) {
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
 	d.emit()
 	d.connect()
-	return d.sort()
+	sorted, err := d.sort()
+	if err != nil {
+		return nil, err
+	}
+	// Labels added to existing enums lead the plan (see alterEnum for why
+	// that is safe, and LabelPhase for why it is wanted).
+	return append(d.labels, sorted...), nil
 }
 
 type nodeKey struct {
@@ -114,6 +122,8 @@ type differ struct {
 	alias map[nodeKey]nodeKey
 	edges map[nodeKey]map[nodeKey]bool
 	extra [][2]nodeKey // orderings emit knows of, applied by connect
+	// labels: ALTER TYPE ... ADD VALUE statements, which go first (alterEnum).
+	labels []Statement
 }
 
 func newDiffer(live, desired *Model) *differ {

@@ -302,6 +302,31 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 	}
 }
 
+// alterEnum adds n's new labels to l in place, or replaces the type when
+// they cannot be added (see classify).
+//
+// The ADD VALUE statements do not join the enum's node: they go to
+// d.labels, which Diff puts at the very start of the plan, so that the
+// writer can commit them in a transaction of their own before anything uses
+// the new labels (PostgreSQL refuses to use a label in the transaction that
+// added it, SQLSTATE 55P04). Moving them ahead of every other statement is
+// safe because an ADD VALUE needs only two things, both true before the
+// plan starts:
+//
+//   - the type, under its name. alterEnum only runs for a type present in
+//     both models (emitAlter), and not replaced (checked here): so it exists
+//     in the live database and no statement of the plan creates, renames
+//     or drops it. (A type the plan creates is created whole by CREATE
+//     TYPE, with all its labels; a replaced one is renamed and created
+//     again, with no ADD VALUE.)
+//   - the neighbour label its position names: either a label the type
+//     already has, or one added by an earlier ADD VALUE of this same loop,
+//     which keeps its order.
+//
+// Nothing else in the plan can be needed by an ADD VALUE: it reads no
+// table, function or other type. Each statement says IF NOT EXISTS, so
+// that a plan whose first transaction committed and whose rest did not can
+// be run again as it stands (a fresh plan would not add the labels at all).
 func (d *differ) alterEnum(k nodeKey, l, n Enum) {
 	name := qname(n.Schema, n.Name)
 	if d.replaced[l.ID()] {
@@ -320,11 +345,14 @@ func (d *differ) alterEnum(k nodeKey, l, n Enum) {
 		where := ""
 		switch {
 		case i > 0:
+			// n.Labels[i-1] exists by now: an old label, or one added just before.
 			where = " AFTER " + literal(n.Labels[i-1])
-		case len(n.Labels) > 1:
-			where = " BEFORE " + literal(n.Labels[1])
+		case len(l.Labels) > 0:
+			// The first label: before the first old one (n.Labels[1] may be
+			// new too, and not added yet). With no old label, no position.
+			where = " BEFORE " + literal(l.Labels[0])
 		}
-		d.add(k, stmt("ALTER TYPE "+name+" ADD VALUE "+literal(label)+where))
+		d.labels = append(d.labels, stmt("ALTER TYPE "+name+" ADD VALUE IF NOT EXISTS "+literal(label)+where))
 	}
 	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
 }

@@ -89,7 +89,46 @@ func TestDiffOrderings(t *testing.T) {
 			name:    "an enum that gains a value in the middle is altered in place",
 			live:    Model{Schemas: pub(), Enums: []Enum{{Schema: "public", Name: "mood", Labels: []string{"sad", "happy"}}}},
 			desired: Model{Schemas: pub(), Enums: []Enum{mood}},
-			want:    []string{"ALTER TYPE public.mood ADD VALUE 'ok' AFTER 'sad'"},
+			want:    []string{"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'"},
+		},
+		{
+			name:    "labels added before the first old one are placed before it, then after each other",
+			live:    Model{Schemas: pub(), Enums: []Enum{{Schema: "public", Name: "mood", Labels: []string{"happy"}}}},
+			desired: Model{Schemas: pub(), Enums: []Enum{mood}},
+			want: []string{
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'sad' BEFORE 'happy'",
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+			},
+		},
+		{
+			name:    "labels added to an enum that had none name no position for the first",
+			live:    Model{Schemas: pub(), Enums: []Enum{{Schema: "public", Name: "mood"}}},
+			desired: Model{Schemas: pub(), Enums: []Enum{mood}},
+			want: []string{
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'sad'",
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'happy' AFTER 'ok'",
+			},
+		},
+		{
+			name: "labels added to existing enums lead the plan, ahead of drops and of what uses them",
+			live: Model{
+				Schemas: pub(),
+				Enums:   []Enum{{Schema: "public", Name: "mood", Labels: []string{"sad", "happy"}}, {Schema: "public", Name: "zeal", Labels: []string{"low"}}},
+				Tables:  []Table{tbl("gone", col("a", "integer")), tbl("t", col("a", "integer"))},
+			},
+			desired: Model{
+				Schemas: pub(),
+				Enums:   []Enum{mood, {Schema: "public", Name: "zeal", Labels: []string{"low", "high"}}},
+				Tables:  []Table{tbl("t", col("a", "integer"), Column{Name: "m", Type: "public.mood", Default: "'ok'::public.mood"})},
+				Deps:    []Dep{{Object: ColumnID("public", "t", "m"), RefObject: mood.ID()}},
+			},
+			want: []string{
+				"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+				"ALTER TYPE public.zeal ADD VALUE IF NOT EXISTS 'high' AFTER 'low'",
+				"DROP TABLE public.gone",
+				"ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'::public.mood",
+			},
 		},
 		{
 			name: "an enum that loses a value is replaced and its column converted",
