@@ -1,14 +1,17 @@
-// Command demo shows ptah plan on a fresh machine: it starts a throwaway
-// PostgreSQL server, builds an example app's database from
-// examples/app/v1, and asks ptah what it takes to reach the changed
-// declaration in examples/app/v2. Everything it creates is removed at the
-// end, also on error or Ctrl-C.
+// Command demo shows ptah's governed flow on a fresh machine: it starts a
+// throwaway PostgreSQL server, builds an example app's database from
+// examples/app/v1, and takes it to the changed declaration in
+// examples/app/v2: plan, apply (refused: not approved), approve, apply,
+// status. Everything it creates is removed at the end, also on error or
+// Ctrl-C.
 //
 //	go run ./examples/demo            (or: make demo)
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -105,7 +108,7 @@ spec:
   schemas: [public]
   policy:
     apply: OnApproval
-    allowDestructive: false
+    allowDestructive: true           # v2 drops a column; a person still approves it
     lockTimeout: 5s
 `, urlVar, filepath.Join(appDir, "v2"))
 	if err := os.WriteFile(yamlPath, []byte(yaml), 0o644); err != nil {
@@ -118,26 +121,60 @@ spec:
 		return err
 	}
 
-	for _, args := range [][]string{
-		{"plan", "-f", yamlPath},
-		{"plan", "-f", yamlPath, "-o", "sql"},
-	} {
+	ptah := func(want int, args ...string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		step("ptah %s", strings.Join(args, " "))
-		if code := cli.Run(ctx, args, os.Stdout, os.Stderr); code != 0 {
-			return fmt.Errorf("ptah %s exited with %d", args[0], code)
+		if code := cli.Run(ctx, append(args, "-f", yamlPath), os.Stdout, os.Stderr); code != want {
+			return fmt.Errorf("ptah %s exited with %d, want %d", args[0], code, want)
 		}
+		return nil
 	}
 
-	step("ptah plan --detailed-exitcode: exit 2 tells a CI job the database differs from its declaration")
-	code := cli.Run(ctx, []string{"plan", "-f", yamlPath, "-o", "json", "--detailed-exitcode"}, discard{}, os.Stderr)
-	fmt.Printf("    exit code %d\n", code)
-	if code != cli.ExitChanges {
-		return fmt.Errorf("ptah plan --detailed-exitcode exited with %d, want %d", code, cli.ExitChanges)
+	if err := ptah(0, "plan"); err != nil {
+		return err
 	}
-	fmt.Println("\nThe plan was only shown: ptah plan never changes the database.")
+	fmt.Println("\nThe plan is published in the database (schema ptah) under the UID above; nothing ran.")
+
+	if err := ptah(cli.ExitAwaitingApproval, "apply"); err != nil {
+		return err
+	}
+	fmt.Printf("    exit code %d: apply runs only an approved plan\n", cli.ExitAwaitingApproval)
+
+	step("ptah plan -o json: a script reads the plan's UID and fingerprint")
+	var out bytes.Buffer
+	if code := cli.Run(ctx, []string{"plan", "-f", yamlPath, "-o", "json"}, &out, os.Stderr); code != 0 {
+		return fmt.Errorf("ptah plan -o json exited with %d", code)
+	}
+	var doc struct {
+		Items []struct {
+			Plan struct {
+				Metadata struct{ UID string }
+				Spec     struct{ Fingerprint string }
+			}
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Items) != 1 || doc.Items[0].Plan.Metadata.UID == "" {
+		return fmt.Errorf("reading the plan's UID from ptah plan -o json: %v", err)
+	}
+	uid, fp := doc.Items[0].Plan.Metadata.UID, doc.Items[0].Plan.Spec.Fingerprint
+	fmt.Printf("    uid %s\n    fingerprint %s\n", uid, fp)
+
+	for _, c := range []struct {
+		want int
+		args []string
+	}{
+		{0, []string{"approve", uid, "--fingerprint", fp, "--as", "demo", "--reason", "reviewed in the demo"}},
+		{0, []string{"apply"}},
+		{0, []string{"status"}},
+		{0, []string{"plan", "--detailed-exitcode"}},
+	} {
+		if err := ptah(c.want, c.args...); err != nil {
+			return err
+		}
+	}
+	fmt.Println("\nThe database now matches examples/app/v2; the run is recorded in the journal (schema ptah).")
 	return nil
 }
 
@@ -163,7 +200,3 @@ func rel(p string) string {
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

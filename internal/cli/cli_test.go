@@ -98,6 +98,12 @@ func runPtah(t *testing.T, plan func(context.Context, postgres.PlanRequest) (*po
 		}
 		return plan(ctx, req)
 	}
+	// The fake stands in for the read-only engine entry point, which is
+	// what --no-publish calls; publishing is proved against a real server
+	// (testscripts, governed_test.go).
+	if len(args) > 0 && args[0] == "plan" {
+		args = append([]string{"plan", "--no-publish"}, args[1:]...)
+	}
 	res.code = a.run(context.Background(), args)
 	res.stdout, res.stderr = stdout.String(), stderr.String()
 	return res

@@ -10,6 +10,14 @@ import (
 // mapping to exit codes in one place (exitCode).
 var errPlanHasChanges = errors.New("the plan has changes")
 
+// Where a governed command stopped short of its goal. Each has its own exit
+// code; the message says which resources and why.
+var (
+	errAwaitingApproval = errors.New("awaiting approval")
+	errBlocked          = errors.New("blocked")
+	errApplyFailed      = errors.New("apply failed")
+)
+
 // usageError is a problem with how ptah was invoked: flags, arguments,
 // PTAH_* variables or the --config file. It is found before any I/O.
 type usageError struct{ err error }

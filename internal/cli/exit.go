@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
 )
 
 // Exit codes. Each kind of failure has its own code so a CI job can react to
@@ -23,6 +25,14 @@ const (
 	ExitUnsupported = 7
 	ExitDevDatabase = 8
 	ExitScope       = 9
+	// The governed flow.
+	ExitAwaitingApproval = 10
+	ExitBlocked          = 11
+	ExitApplyFailed      = 12
+	ExitNoSuchPlan       = 13
+	ExitPlanMismatch     = 14
+	ExitFutureState      = 15
+	ExitState            = 16
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -55,6 +65,20 @@ var outcomes = []outcome{
 		"the target's role needs CREATEDB to create a temporary dev database; or pass --dev-url pointing at a server where it may"},
 	{ExitScope, "declared objects lie outside the managed schemas (spec.schemas)",
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
+	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
+		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
+	{ExitBlocked, "apply or plan: a resource is blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, another ptah running its pass); nothing was executed for it",
+		"the message says what blocks it; ptah status shows the same"},
+	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan",
+		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
+	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan",
+		"run ptah plan to publish the current plan and approve the UID it shows"},
+	{ExitPlanMismatch, "approve: the plan's fingerprint is not the one given, or the stored plan no longer matches its fingerprint",
+		"approve only what you reviewed: run ptah plan again and review what it shows; a tampered plan is never approved or applied"},
+	{ExitFutureState, "ptah's stored state was written by a newer ptah (a higher contract version); nothing was done",
+		"upgrade ptah to the version that wrote it (ptah version shows this one's contract version)"},
+	{ExitState, "ptah's own state (schema ptah in the target database) cannot be read or created",
+		"the target's role needs CREATE on the database the first time ptah records state there; ptah plan --no-publish needs no write access"},
 	{ExitInterrupted, "interrupted", ""},
 }
 
@@ -89,6 +113,20 @@ func exitCode(err error) int {
 		return ExitDevDatabase
 	case errors.Is(err, postgres.ErrScope):
 		return ExitScope
+	case errors.Is(err, errAwaitingApproval):
+		return ExitAwaitingApproval
+	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy):
+		return ExitBlocked
+	case errors.Is(err, errApplyFailed):
+		return ExitApplyFailed
+	case errors.Is(err, runner.ErrUnknownPlan), errors.Is(err, runner.ErrPlanNotCurrent):
+		return ExitNoSuchPlan
+	case errors.Is(err, runner.ErrFingerprintMismatch), errors.Is(err, engine.ErrPlanTampered):
+		return ExitPlanMismatch
+	case errors.As(err, new(*engine.FutureStateError)):
+		return ExitFutureState
+	case errors.Is(err, errState):
+		return ExitState
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	default:

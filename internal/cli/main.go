@@ -42,10 +42,13 @@ type app struct {
 	secrets        *redactor
 	settings       *settings
 	planSchema     func(context.Context, postgres.PlanRequest) (*postgres.Plan, error)
+	// stderrIsTerminal decides whether apply shows progress.
+	stderrIsTerminal func() bool
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, secrets: &redactor{}, planSchema: postgres.PlanSchema}
+	return &app{stdout: stdout, stderr: stderr, secrets: &redactor{}, planSchema: postgres.PlanSchema,
+		stderrIsTerminal: func() bool { return isTerminal(stderr) }}
 }
 
 func (a *app) run(ctx context.Context, args []string) (code int) {

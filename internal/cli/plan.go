@@ -2,17 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
-	"github.com/ptah-run/ptah/pkg/api/v1alpha1"
+	"github.com/ptah-run/ptah/internal/runner"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Output formats of ptah plan.
@@ -32,6 +31,7 @@ type planOptions struct {
 	Output           string
 	DetailedExitCode bool
 	DevURL           string
+	NoPublish        bool
 }
 
 const planLong = `Compute and print the plan for each PtahSchema resource: the ordered
@@ -100,6 +100,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 	f.StringP("output", "o", outputText, "output format: "+strings.Join(outputs, ", "))
 	f.Bool("detailed-exitcode", false, "exit 2 when any plan has changes, 0 when none")
 	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
+	f.Bool("no-publish", false, "only print the plan: record nothing in the target (needs no write access; the plan cannot be approved)")
 	return cmd
 }
 
@@ -116,25 +117,33 @@ func (a *app) planOptions(args []string) (planOptions, error) {
 	if o.DetailedExitCode, err = s.Bool("detailed-exitcode"); err != nil {
 		return o, err
 	}
+	if o.NoPublish, err = s.Bool("no-publish"); err != nil {
+		return o, err
+	}
 	a.secrets.addURL(o.DevURL)
 	return o, o.validate(s)
 }
 
 func (o planOptions) validate(s *settings) error {
-	if o.File == "" {
+	return validateCommon(s, o.File, o.Output, outputs, o.Names, o.DevURL)
+}
+
+// validateCommon checks the options the commands share.
+func validateCommon(s *settings, file, output string, allowed, names []string, devURL string) error {
+	if file == "" {
 		return usageErrorf("%s: empty; name the file of resource documents", s.origin("file"))
 	}
-	if !contains(outputs, o.Output) {
-		return usageErrorf("%s: %q is not one of %s", s.origin("output"), o.Output, strings.Join(outputs, ", "))
+	if !contains(allowed, output) {
+		return usageErrorf("%s: %q is not one of %s", s.origin("output"), output, strings.Join(allowed, ", "))
 	}
-	for _, n := range o.Names {
+	for _, n := range names {
 		if n == "" {
 			return usageErrorf("empty resource name")
 		}
 	}
-	if o.DevURL != "" {
+	if devURL != "" {
 		// The value itself is never echoed: it may hold a password.
-		u, err := url.Parse(o.DevURL)
+		u, err := url.Parse(devURL)
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			return usageErrorf("%s: not a postgres:// or postgresql:// URL", s.origin("dev-url"))
 		}
@@ -155,47 +164,52 @@ func contains(list []string, s string) bool {
 type planResult struct {
 	Resource *config.Resource
 	Plan     *postgres.Plan
+	// Published and Status are nil with --no-publish. Published is nil
+	// too when there is no plan (in sync, or blocked before planning).
+	Published *publishedPlan
+	Status    *api.PtahSchemaStatus
 }
 
+// publishedPlan names the stored plan object a reviewer approves.
+type publishedPlan struct{ Name, UID, Fingerprint string }
+
 func (r planResult) changes() bool { return len(r.Plan.Statements) > 0 }
+
+// blocked: the pass stopped before it could plan (e.g. a realm conflict).
+func (r planResult) blocked() bool {
+	return r.Status != nil && r.Status.Phase == api.PhaseBlocked && r.Published == nil
+}
 
 // runPlan loads the resources, resolves everything they point at before
 // touching any database (so every configuration problem is reported without
 // a connection attempt), then plans each and renders all plans at once, so a
 // failure leaves no half-printed output.
 func (a *app) runPlan(ctx context.Context, o planOptions) error {
-	file, err := config.Load(o.File)
+	sel, err := a.selectResources(o.File, o.Names)
 	if err != nil {
 		return err
 	}
-	resources, err := file.Select(o.Names)
+	var results []planResult
+	if o.NoPublish {
+		results, err = a.computePlans(ctx, sel, o)
+	} else {
+		results, err = a.publishPlans(ctx, sel, o)
+	}
 	if err != nil {
 		return err
-	}
-	reqs := make([]postgres.PlanRequest, len(resources))
-	var errs []error
-	for i, r := range resources {
-		reqs[i], err = a.planRequest(r, o)
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-
-	results := make([]planResult, len(resources))
-	for i, r := range resources {
-		p, err := a.planSchema(ctx, reqs[i])
-		if err != nil {
-			return fmt.Errorf("planning %s: %w", r.Ref(), err)
-		}
-		if p == nil {
-			return fmt.Errorf("planning %s: the engine returned no plan", r.Ref())
-		}
-		results[i] = planResult{Resource: r, Plan: p}
 	}
 
 	if err := a.render(o.Output, results); err != nil {
 		return fmt.Errorf("writing the plan: %w", err)
+	}
+	var blocked []string
+	for _, r := range results {
+		if r.blocked() {
+			blocked = append(blocked, fmt.Sprintf("%s: %s", r.Resource.Ref(), r.Status.Message))
+		}
+	}
+	if len(blocked) > 0 {
+		return fmt.Errorf("%w: %s", errBlocked, strings.Join(blocked, "\n"))
 	}
 	if o.DetailedExitCode {
 		for _, r := range results {
@@ -207,29 +221,64 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 	return nil
 }
 
-func (a *app) planRequest(r *config.Resource, o planOptions) (postgres.PlanRequest, error) {
-	files, err := r.SQLFiles()
+// computePlans only reads: the plans are printed and not recorded.
+func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) ([]planResult, error) {
+	results := make([]planResult, len(sel.inputs))
+	for i, in := range sel.inputs {
+		r := sel.resources[i]
+		p, err := a.planSchema(ctx, planRequest(in, o.DevURL))
+		if err != nil {
+			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
+		}
+		if p == nil {
+			return nil, fmt.Errorf("planning %s: the engine returned no plan", r.Ref())
+		}
+		results[i] = planResult{Resource: r, Plan: p}
+	}
+	return results, nil
+}
+
+// publishPlans runs each resource's pass as far as publishing its plan.
+func (a *app) publishPlans(ctx context.Context, sel *selection, o planOptions) ([]planResult, error) {
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL})
 	if err != nil {
-		return postgres.PlanRequest{}, err
+		return nil, err
 	}
-	target, warning, err := r.ResolveURL(os.Getenv)
-	if err != nil {
-		return postgres.PlanRequest{}, err
+	defer t.close()
+	if err := t.register(ctx, sel); err != nil {
+		return nil, err
 	}
-	a.secrets.addURL(target)
-	if warning != "" {
-		a.warn(warning)
+	results := make([]planResult, len(sel.inputs))
+	for i, in := range sel.inputs {
+		r := sel.resources[i]
+		out, err := t.runner(in).Run(ctx, in, runner.PlanOnly)
+		if err != nil {
+			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
+		}
+		results[i] = publishedResult(r, out)
 	}
-	req := postgres.PlanRequest{
-		TargetURL:   target,
-		DevURL:      o.DevURL,
-		Schemas:     append([]string(nil), r.Schema.Spec.Schemas...),
-		LockTimeout: r.Schema.Spec.Policy.LockTimeoutDuration(),
+	return results, nil
+}
+
+func publishedResult(r *config.Resource, out runner.Result) planResult {
+	st := out.Status
+	res := planResult{Resource: r, Status: &st,
+		Plan: &postgres.Plan{LockTimeout: r.Schema.Spec.Policy.LockTimeoutDuration()}}
+	if out.Plan != nil {
+		res.Plan = runner.ToPlan(out.Plan.Spec)
+		res.Published = &publishedPlan{Name: out.Plan.Name, UID: out.Plan.UID, Fingerprint: out.Plan.Spec.Fingerprint}
 	}
-	for _, f := range files {
-		req.Files = append(req.Files, postgres.SourceFile{Name: f.Name, SQL: f.SQL})
+	return res
+}
+
+func planRequest(in runner.Resource, devURL string) postgres.PlanRequest {
+	return postgres.PlanRequest{
+		TargetURL:   in.TargetURL,
+		DevURL:      devURL,
+		Files:       in.Files,
+		Schemas:     append([]string(nil), in.Schema.Spec.Schemas...),
+		LockTimeout: in.Schema.Spec.Policy.LockTimeoutDuration(),
 	}
-	return req, nil
 }
 
 // ref is the JSON form of a resource reference.
@@ -240,6 +289,6 @@ type ref struct {
 	Name       string `json:"name"`
 }
 
-func refOf(s *v1alpha1.PtahSchema) ref {
+func refOf(s *api.PtahSchema) ref {
 	return ref{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name}
 }

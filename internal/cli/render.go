@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 func (a *app) render(output string, results []planResult) error {
@@ -51,14 +52,27 @@ type (
 		Resource ref      `json:"resource"`
 		Changes  bool     `json:"changes"`
 		Plan     jsonPlan `json:"plan"`
+		// Phase, Reason and Message: the resource's status after the
+		// pass; absent with --no-publish.
+		Phase   api.Phase `json:"phase,omitempty"`
+		Reason  string    `json:"reason,omitempty"`
+		Message string    `json:"message,omitempty"`
 	}
 	jsonPlan struct {
-		Spec jsonPlanSpec `json:"spec"`
+		// Metadata names the published plan object; absent when nothing
+		// was published (no changes, blocked, or --no-publish).
+		Metadata *jsonMeta    `json:"metadata,omitempty"`
+		Spec     jsonPlanSpec `json:"spec"`
+	}
+	jsonMeta struct {
+		Name string `json:"name"`
+		UID  string `json:"uid"`
 	}
 	jsonPlanSpec struct {
 		Statements  []jsonStatement `json:"statements"`
 		Destructive bool            `json:"destructive"`
 		LockTimeout string          `json:"lockTimeout"`
+		Fingerprint string          `json:"fingerprint,omitempty"`
 	}
 	jsonStatement struct {
 		SQL     string   `json:"sql"`
@@ -81,7 +95,15 @@ func renderJSON(w io.Writer, results []planResult) error {
 			}
 			spec.Statements = append(spec.Statements, st)
 		}
-		out.Items = append(out.Items, jsonItem{Resource: refOf(r.Resource.Schema), Changes: r.changes(), Plan: jsonPlan{Spec: spec}})
+		item := jsonItem{Resource: refOf(r.Resource.Schema), Changes: r.changes(), Plan: jsonPlan{Spec: spec}}
+		if p := r.Published; p != nil {
+			item.Plan.Metadata = &jsonMeta{Name: p.Name, UID: p.UID}
+			item.Plan.Spec.Fingerprint = p.Fingerprint
+		}
+		if st := r.Status; st != nil {
+			item.Phase, item.Reason, item.Message = st.Phase, st.Reason, st.Message
+		}
+		out.Items = append(out.Items, item)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -98,6 +120,9 @@ func renderSQL(w io.Writer, results []planResult) error {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "-- %s (%s)\n", r.Resource.Ref(), r.Resource.File)
+		if p := r.Published; p != nil {
+			fmt.Fprintf(&b, "-- plan %s, uid %s, fingerprint %s\n", p.Name, p.UID, p.Fingerprint)
+		}
 		b.WriteString(r.Plan.Script())
 	}
 	_, err := io.WriteString(w, b.String())
@@ -164,9 +189,16 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 	fmt.Fprintf(b, "%s %s\n", st.header.Render(r.Resource.Ref()),
 		st.dim.Render(fmt.Sprintf("(%s:%d; schemas: %s; lock timeout %s)",
 			r.Resource.File, r.Resource.Line, strings.Join(spec.Schemas, ", "), r.Plan.LockTimeout)))
+	if r.blocked() {
+		b.WriteString("\n" + st.danger.Render("Blocked") + " (" + r.Status.Reason + "): " + r.Status.Message + "\n")
+		return
+	}
 	if !r.changes() {
 		b.WriteString("\n" + st.ok.Render("No changes.") + " The database matches the declared schema.\n")
 		return
+	}
+	if p := r.Published; p != nil {
+		b.WriteString(st.dim.Render(fmt.Sprintf("plan %s  uid %s", p.Name, p.UID)) + "\n")
 	}
 	n := len(r.Plan.Statements)
 	width := len(strconv.Itoa(n))
@@ -202,6 +234,27 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 		summary += ", destructive"
 	}
 	b.WriteString(st.header.Render(summary+".") + "\n")
+	if r.Status != nil {
+		writePhase(b, st, *r.Status, r.Published)
+	}
+}
+
+// writePhase says where the resource stands after publishing, and what the
+// person does next.
+func writePhase(b *strings.Builder, st styles, s api.PtahSchemaStatus, p *publishedPlan) {
+	switch s.Phase {
+	case api.PhaseAwaitingApproval:
+		b.WriteString("\n" + st.header.Render("Awaiting approval.") + " To approve exactly this plan:\n")
+		if p != nil {
+			fmt.Fprintf(b, "  ptah approve %s --fingerprint %s\n", p.UID, p.Fingerprint)
+		}
+	case api.PhaseApproved:
+		b.WriteString("\n" + st.ok.Render("Approved.") + " ptah apply runs it.\n")
+	case api.PhaseBlocked:
+		b.WriteString("\n" + st.danger.Render("Blocked") + " (" + s.Reason + "): " + s.Message + "\n")
+	default:
+		fmt.Fprintf(b, "\n%s: %s\n", st.header.Render(string(s.Phase)), s.Message)
+	}
 }
 
 func plural(n int, noun string) string {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -110,6 +111,16 @@ func (s *settings) Bool(key string) (bool, error) {
 		return false, usageErrorf("%s: %q is not true or false", s.origin(key), raw)
 	}
 	return b, nil
+}
+
+// Duration parses a Go duration ("90s", "30m") strictly.
+func (s *settings) Duration(key string) (time.Duration, error) {
+	raw := s.v.GetString(key)
+	d, err := time.ParseDuration(raw)
+	if err != nil {
+		return 0, usageErrorf("%s: %q is not a duration such as 90s or 30m", s.origin(key), raw)
+	}
+	return d, nil
 }
 
 // origin names where the value of key came from, for error messages.

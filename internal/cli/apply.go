@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/runner"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+var statusOutputs = []string{outputText, outputJSON}
+
+type applyOptions struct {
+	File    string
+	Names   []string
+	Output  string
+	DevURL  string
+	Timeout time.Duration
+}
+
+const applyLong = `Run each PtahSchema resource's pass until it settles: observe the
+database, publish the plan, and execute it if it is authorized, exactly once.
+
+A plan is authorized by spec.policy.apply:
+  OnApproval  (default) an approval of exactly this plan, recorded by
+              ptah approve, is needed
+  Always      a plan that deletes no data runs without one; a destructive
+              plan still needs an approval (and spec.policy.allowDestructive)
+  Never       nothing is applied; the plan is only published
+
+What runs is the published plan, never a fresh computation: before it
+runs, the database and the declared files are read again, and if anything
+moved since the plan was made it is discarded and a new plan published
+instead (which needs its own approval). The plan runs in one transaction
+on a session that holds the database's lease; its statements and the
+session are recorded in the run journal (schema ptah) before any SQL.
+
+Ends InSync (exit 0) when the database matches the declaration; otherwise
+stops with the exit code of where it stopped: awaiting approval (10),
+blocked (11) or failed (12). Progress (statement i/n) is shown on a
+terminal.
+
+`
+
+const applyExample = `  # Review, approve, apply
+  ptah plan
+  ptah approve 3f6c0c8e-... --fingerprint sha256:...
+  ptah apply
+
+  # In CI, with policy.apply: Always in ptah.yaml: non-destructive plans
+  # apply without an approval
+  ptah apply -o json`
+
+func (a *app) newApplyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "apply [NAME...] [flags]",
+		Short:   "Execute the authorized plan of each resource, exactly once",
+		Long:    applyLong + exitCodeHelp(),
+		Example: applyExample,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := a.applyOptions(args)
+			if err != nil {
+				return err
+			}
+			return a.runApply(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringP("file", "f", "ptah.yaml", "the file of resource documents")
+	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
+	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
+	f.Duration("timeout", 30*time.Minute, "the run's execution deadline: the server stops the writer's session then, and the plan rolls back")
+	return cmd
+}
+
+func (a *app) applyOptions(args []string) (applyOptions, error) {
+	s := a.settings
+	o := applyOptions{File: s.String("file"), Names: args, Output: s.String("output"), DevURL: s.String("dev-url")}
+	a.secrets.addURL(o.DevURL)
+	var err error
+	if o.Timeout, err = s.Duration("timeout"); err != nil {
+		return o, err
+	}
+	if o.Timeout <= 0 {
+		return o, usageErrorf("%s: must be positive", s.origin("timeout"))
+	}
+	if err := validateCommon(s, o.File, o.Output, statusOutputs, o.Names, o.DevURL); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// applied is one resource's outcome of ptah apply.
+type applied struct {
+	Resource *config.Resource
+	Status   api.PtahSchemaStatus
+	// Executed: this invocation ran a plan (Status.Applied is that run).
+	Executed bool
+}
+
+func (a *app) runApply(ctx context.Context, o applyOptions) error {
+	sel, err := a.selectResources(o.File, o.Names)
+	if err != nil {
+		return err
+	}
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, RunTimeout: o.Timeout})
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	if err := t.register(ctx, sel); err != nil {
+		return err
+	}
+	var results []applied
+	for i, in := range sel.inputs {
+		res := sel.resources[i]
+		r := t.runner(in)
+		r.Progress = a.progress(res)
+		started := time.Now()
+		out, err := r.Run(ctx, in, runner.Apply)
+		if err != nil {
+			// What ran before is reported; the error says where it stopped.
+			_ = a.renderApplied(o.Output, results)
+			return fmt.Errorf("applying %s: %w", res.Ref(), err)
+		}
+		ap := applied{Resource: res, Status: out.Status}
+		ap.Executed = out.Status.Applied != nil && !out.Status.Applied.FinishedAt.Before(started.Truncate(time.Second))
+		results = append(results, ap)
+	}
+	if err := a.renderApplied(o.Output, results); err != nil {
+		return fmt.Errorf("writing the result: %w", err)
+	}
+	return phaseError(results)
+}
+
+// phaseError turns where the resources stopped into the command's outcome:
+// the worst of them decides the exit code, and every one short of InSync is
+// named.
+func phaseError(results []applied) error {
+	worst, rank := error(nil), 0
+	var lines []string
+	for _, r := range results {
+		err, n := phaseOutcome(r.Status.Phase)
+		if err == nil {
+			continue
+		}
+		// The message was printed with the result; name the stop only.
+		lines = append(lines, fmt.Sprintf("%s is %s (%s)", r.Resource.Ref(), r.Status.Phase, r.Status.Reason))
+		if n > rank {
+			worst, rank = err, n
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", worst, strings.Join(lines, "; "))
+}
+
+func phaseOutcome(p api.Phase) (error, int) {
+	switch p {
+	case api.PhaseInSync:
+		return nil, 0
+	case api.PhaseAwaitingApproval:
+		return errAwaitingApproval, 1
+	case api.PhasePlanned, api.PhaseBlocked:
+		return errBlocked, 2
+	case api.PhaseFailed:
+		return errApplyFailed, 3
+	}
+	return fmt.Errorf("the pass ended in phase %s", p), 4
+}
+
+// progress reports each statement as it starts, on a terminal only: logs
+// and pipes get the summary.
+func (a *app) progress(res *config.Resource) func(done, total int, sql string) {
+	if !a.stderrIsTerminal() {
+		return nil
+	}
+	return func(done, total int, sql string) {
+		first, _, _ := strings.Cut(sql, "\n")
+		if len(first) > 100 {
+			first = first[:97] + "..."
+		}
+		fmt.Fprintf(a.stderr, "%s [%d/%d] %s\n", res.Schema.Name, done, total, first)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func (a *app) renderApplied(output string, results []applied) error {
+	if output == outputJSON {
+		items := make([]statusItem, len(results))
+		for i, r := range results {
+			st := r.Status
+			items[i] = statusItem{Resource: refOf(r.Resource.Schema), Registered: true, Executed: &r.Executed, Status: &st}
+		}
+		return writeJSON(a.stdout, statusOutput{Items: items})
+	}
+	st := newStyles(a.stdout, colorProfile(a.stdout))
+	var b strings.Builder
+	for _, r := range results {
+		fmt.Fprintf(&b, "%s: %s", st.header.Render(r.Resource.Ref()), phaseText(st, r.Status.Phase))
+		if r.Executed {
+			ap := r.Status.Applied
+			fmt.Fprintf(&b, " Applied plan %s (operation %s, %s).", ap.Plan.Name, ap.OperationID, ap.Outcome)
+		}
+		if r.Status.Message != "" && r.Status.Phase != api.PhaseInSync {
+			b.WriteString(" " + r.Status.Message)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(a.stdout, b.String())
+	return err
+}
+
+func phaseText(st styles, p api.Phase) string {
+	switch p {
+	case api.PhaseInSync:
+		return st.ok.Render("InSync.")
+	case api.PhaseBlocked, api.PhaseFailed:
+		return st.danger.Render(string(p) + ".")
+	}
+	return st.header.Render(string(p) + ".")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

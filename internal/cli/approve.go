@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+)
+
+const approveLong = `Record an approval of one published plan, named by its UID (ptah plan
+prints it). The approval binds the plan's UID, its fingerprint and every
+input the plan was computed from: the declared files, the database's
+identity and observed state, the policy and the ptah version. ptah apply
+runs the plan only while all of them still hold; a plan replaced by a new
+one, even with the same name and content, is not authorized by it.
+
+approve refuses a UID that names no plan, a plan that is no longer its
+resource's current plan, a stored plan whose statements no longer match its
+fingerprint, and, with --fingerprint, a plan other than the one reviewed.
+Pass the fingerprint ptah plan showed: it is what makes the approval mean
+"what I read", not "whatever the plan is now".
+
+The approver is --as, else the OS user. It is recorded for audit; local
+mode does not authenticate it.
+
+`
+
+type approveOptions struct {
+	File        string
+	PlanUID     string
+	Fingerprint string
+	As          string
+	Reason      string
+	Output      string
+}
+
+func (a *app) newApproveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "approve PLAN_UID [flags]",
+		Short: "Approve one published plan, by UID",
+		Long:  approveLong + exitCodeHelp(),
+		Example: `  ptah plan
+  ptah approve 3f6c0c8e-1b7e-4c55-9d2a-6f1f1c9a0b11 --fingerprint sha256:5e1d... --reason "CHG-1234"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] == "" {
+				return usageErrorf("approve takes exactly one argument, the plan's UID (ptah plan prints it)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := a.settings
+			o := approveOptions{File: s.String("file"), PlanUID: args[0], Fingerprint: s.String("fingerprint"),
+				As: s.String("as"), Reason: s.String("reason"), Output: s.String("output")}
+			if err := validateCommon(s, o.File, o.Output, statusOutputs, nil, ""); err != nil {
+				return err
+			}
+			if o.As == "" {
+				o.As = osUser()
+			}
+			if o.As == "" {
+				return usageErrorf("cannot tell who is approving: pass --as NAME")
+			}
+			return a.runApprove(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringP("file", "f", "ptah.yaml", "the file of resource documents (it names the databases to look in)")
+	f.String("fingerprint", "", "the plan fingerprint you reviewed; refused if the plan's differs")
+	f.String("as", "", "who approves (default: the OS user)")
+	f.String("reason", "", "why, for the record (a change ticket, a review link)")
+	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
+	return cmd
+}
+
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+type approvalOutput struct {
+	Approval approvalItem `json:"approval"`
+}
+
+type approvalItem struct {
+	Metadata jsonMeta `json:"metadata"`
+	Spec     any      `json:"spec"`
+}
+
+func (a *app) runApprove(ctx context.Context, o approveOptions) error {
+	sel, err := a.selectResources(o.File, nil)
+	if err != nil {
+		return err
+	}
+	t, err := a.openTargets(ctx, sel, runnerOptions{})
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	// The UID says nothing of its database: look in each target's store.
+	for _, in := range sel.inputs {
+		r := t.runner(in)
+		if _, err := r.Store.GetByUID(ctx, o.PlanUID); errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("looking for plan %s: %w", o.PlanUID, err)
+		}
+		ap, err := r.Approve(ctx, runner.ApproveRequest{PlanUID: o.PlanUID, Fingerprint: o.Fingerprint, Approver: o.As, Reason: o.Reason})
+		if err != nil {
+			return err
+		}
+		if o.Output == outputJSON {
+			return writeJSON(a.stdout, approvalOutput{Approval: approvalItem{Metadata: jsonMeta{Name: ap.Name, UID: ap.UID}, Spec: ap.Spec}})
+		}
+		_, err = fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\nptah apply %s runs it.\n",
+			ap.Spec.Plan.Name, ap.Spec.Plan.UID, ap.Spec.Schema, ap.Spec.Approver, ap.Spec.Schema)
+		return err
+	}
+	return fmt.Errorf("approving %s: %w in the databases %s names", o.PlanUID, runner.ErrUnknownPlan, o.File)
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+const statusLong = `Show what is recorded for each PtahSchema resource in its target database:
+its phase and the reason, the current plan, the last applied plan, a run
+whose outcome still owes an observation, an operation in flight, and who
+holds the database's lease.
+
+status reads only ptah's records; it does not inspect the schema (ptah plan
+does). Phases: InSync, Planned (policy Never), AwaitingApproval, Approved,
+Applying, Blocked (with a reason), Failed.
+
+`
+
+type statusOptions struct {
+	File   string
+	Names  []string
+	Output string
+}
+
+func (a *app) newStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status [NAME...] [flags]",
+		Short: "Show each resource's phase, plans and lease",
+		Long:  statusLong + exitCodeHelp(),
+		Example: `  ptah status
+  ptah status app -o json | jq -r '.items[0].status.phase'`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := a.settings
+			o := statusOptions{File: s.String("file"), Names: args, Output: s.String("output")}
+			if err := validateCommon(s, o.File, o.Output, statusOutputs, o.Names, ""); err != nil {
+				return err
+			}
+			return a.runStatus(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringP("file", "f", "ptah.yaml", "the file of resource documents")
+	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
+	return cmd
+}
+
+type (
+	statusOutput struct {
+		Items []statusItem `json:"items"`
+	}
+	statusItem struct {
+		Resource ref `json:"resource"`
+		// Registered is false when no pass has run for the resource in its
+		// database yet: there is no status to show.
+		Registered bool                  `json:"registered"`
+		Executed   *bool                 `json:"executed,omitempty"` // ptah apply only
+		Status     *api.PtahSchemaStatus `json:"status,omitempty"`
+		Lease      *jsonLease            `json:"lease,omitempty"`
+	}
+	jsonLease struct {
+		Operation   string    `json:"operation"`
+		Resource    string    `json:"resource"`
+		WriterPID   int32     `json:"writerPID"`
+		WriterAlive bool      `json:"writerAlive"`
+		Deadline    time.Time `json:"deadline"`
+		AcquiredAt  time.Time `json:"acquiredAt"`
+	}
+)
+
+func (a *app) runStatus(ctx context.Context, o statusOptions) error {
+	sel, err := a.selectResources(o.File, o.Names)
+	if err != nil {
+		return err
+	}
+	t, err := a.openTargets(ctx, sel, runnerOptions{})
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	items := make([]statusItem, len(sel.inputs))
+	for i, in := range sel.inputs {
+		rep, err := t.runner(in).Inspect(ctx, in)
+		if err != nil {
+			return fmt.Errorf("reading the status of %s: %w", sel.resources[i].Ref(), err)
+		}
+		item := statusItem{Resource: refOf(in.Schema), Registered: rep.Registered}
+		if rep.Registered {
+			st := rep.Status
+			item.Status = &st
+		}
+		if l := rep.Lease; l != nil {
+			item.Lease = &jsonLease{Operation: l.Holder, Resource: l.Resource, WriterPID: l.Writer.PID,
+				WriterAlive: rep.LeaseWriterAlive, Deadline: l.Deadline, AcquiredAt: l.AcquiredAt}
+		}
+		items[i] = item
+	}
+	if o.Output == outputJSON {
+		return writeJSON(a.stdout, statusOutput{Items: items})
+	}
+	return a.renderStatusText(items)
+}
+
+func (a *app) renderStatusText(items []statusItem) error {
+	st := newStyles(a.stdout, colorProfile(a.stdout))
+	var b strings.Builder
+	row := func(label, value string) { fmt.Fprintf(&b, "  %-20s %s\n", label+":", value) }
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		name := fmt.Sprintf("%s %q", it.Resource.Kind, it.Resource.Name)
+		if !it.Registered {
+			fmt.Fprintf(&b, "%s  %s\n", st.header.Render(name), st.dim.Render("no record yet: run ptah plan or ptah apply"))
+			continue
+		}
+		s := it.Status
+		fmt.Fprintf(&b, "%s  %s", st.header.Render(name), phaseText(st, s.Phase))
+		if s.Reason != "" && s.Reason != string(s.Phase) {
+			fmt.Fprintf(&b, " (%s)", s.Reason)
+		}
+		b.WriteString("\n")
+		if s.Message != "" {
+			b.WriteString("  " + s.Message + "\n")
+		}
+		if s.Plan != nil {
+			row("current plan", fmt.Sprintf("%s (uid %s)", s.Plan.Name, s.Plan.UID))
+		} else {
+			row("current plan", "none")
+		}
+		if ap := s.Applied; ap != nil {
+			v := fmt.Sprintf("%s (uid %s): %s at %s, operation %s", ap.Plan.Name, ap.Plan.UID, ap.Outcome,
+				ap.FinishedAt.UTC().Format(time.RFC3339), ap.OperationID)
+			if ap.Message != "" {
+				v += ": " + ap.Message
+			}
+			row("last applied", v)
+		} else {
+			row("last applied", "none")
+		}
+		if p := s.PendingObservation; p != nil {
+			row("pending observation", fmt.Sprintf("operation %s (plan %s) since %s: the next pass observes the database first",
+				p.OperationID, p.Plan.Name, p.Since.UTC().Format(time.RFC3339)))
+		}
+		if op := s.ActiveOperation; op != nil {
+			state := "claimed"
+			if op.DispatchedAt != nil {
+				state = "dispatched"
+			}
+			row("operation", fmt.Sprintf("%s %s plan %s, deadline %s", op.ID, state, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
+		}
+		if s.OwedRelease != nil {
+			row("owed release", "the lease of operation "+s.OwedRelease.OperationID+" (the next pass releases it first)")
+		}
+		if l := it.Lease; l != nil {
+			alive := "gone"
+			if l.WriterAlive {
+				alive = "connected"
+			}
+			row("lease", fmt.Sprintf("held by operation %s of %s; writer session pid %d (%s), deadline %s",
+				l.Operation, l.Resource, l.WriterPID, alive, l.Deadline.UTC().Format(time.RFC3339)))
+		} else {
+			row("lease", "free")
+		}
+	}
+	_, err := io.WriteString(a.stdout, b.String())
+	return err
+}
