@@ -69,6 +69,11 @@ type Result struct {
 // Register stores the resource (creating it, or updating its spec, which
 // bumps its generation) and returns the stored object.
 func (r *Runner) Register(ctx context.Context, res Resource, identity string) (store.Object, error) {
+	// Registering rewrites the object under this binary's contract version:
+	// refuse first, or a newer ptah's record would be overwritten unread.
+	if err := r.fence(ctx); err != nil {
+		return store.Object{}, err
+	}
 	spec, err := json.Marshal(res.Schema.Spec)
 	if err != nil {
 		return store.Object{}, fmt.Errorf("encoding %s: %w", res.Schema.Name, err)
