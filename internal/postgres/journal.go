@@ -11,8 +11,14 @@ import (
 
 // Run outcomes as the journal records them.
 const (
+	// RunSucceeded: the whole plan committed.
 	RunSucceeded = "succeeded"
-	RunFailed    = "failed"
+	// RunFailed: the plan rolled back; nothing of it committed.
+	RunFailed = "failed"
+	// RunPartiallyApplied: the plan's enum phase (see Writer.Execute)
+	// committed, then the rest of the plan failed and rolled back. The
+	// committed steps are those with a CommittedAt.
+	RunPartiallyApplied = "partially-applied"
 )
 
 // Run is one execution of a plan as the run journal (ptah.runs and
@@ -26,14 +32,17 @@ type Run struct {
 	Deadline    time.Time
 	StartedAt   time.Time
 	FinishedAt  *time.Time // nil: the run never finished
-	Outcome     string     // RunSucceeded, RunFailed, or "" while unfinished
+	Outcome     string     // RunSucceeded, RunFailed, RunPartiallyApplied, or "" while unfinished
 	Error       string     // why it failed
 	Steps       []RunStep
 }
 
-// RunStep is one statement of a run. A schema plan runs in one
-// transaction, so its steps become visible only together, with the plan,
-// when it commits; CommittedAt is then the time of that commit.
+// RunStep is one statement of a run. A step is journaled in the
+// transaction that runs its statement, so it becomes visible only when that
+// transaction commits, and CommittedAt is then the time of that commit. A
+// schema plan runs in one transaction, or two when it has an enum phase
+// (see Writer.Execute): the enum phase's steps may then be visible and
+// committed in a run that is unfinished or partially applied.
 type RunStep struct {
 	Step        int // 1-based
 	Statement   string
@@ -41,13 +50,29 @@ type RunStep struct {
 	CommittedAt *time.Time
 }
 
-// Committed reports whether the plan committed. The outcome commits in the
-// plan's own transaction, so this is exact, never a guess.
+// Committed reports whether the whole plan committed. The outcome commits
+// in the plan's (main) transaction, so this is exact, never a guess.
 func (r *Run) Committed() bool { return r.Outcome == RunSucceeded }
+
+// AnyCommitted reports whether any statement of the plan committed: the
+// whole plan, or its enum phase alone. This too is exact: each step's
+// CommittedAt commits with the statement.
+func (r *Run) AnyCommitted() bool {
+	if r.Committed() {
+		return true
+	}
+	for _, s := range r.Steps {
+		if s.CommittedAt != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // Unfinished reports whether the run has no recorded end. While its writer
 // session is alive it may still be running; once the session is gone (see
-// SessionAlive), an unfinished run is one whose plan did not commit.
+// SessionAlive), an unfinished run is one whose main transaction did not
+// commit. Its enum phase, if it had one, may have: see AnyCommitted.
 func (r *Run) Unfinished() bool { return r.FinishedAt == nil }
 
 // ReadRun returns the journal of operationID with its steps, or an error
@@ -110,20 +135,29 @@ ON CONFLICT (operation_id) DO NOTHING`,
 	return nil
 }
 
-// recordStepStart journals a statement inside the plan's transaction.
+// recordStepStart journals a statement inside its transaction.
 func recordStepStart(ctx context.Context, tx pgx.Tx, operationID string, step int, sql string) error {
 	_, err := tx.Exec(ctx, `INSERT INTO ptah.run_steps (operation_id, step, statement, started_at)
 		VALUES ($1, $2, $3, clock_timestamp())`, operationID, step, sql)
 	return err
 }
 
+// recordStepsCommitted marks the steps journaled in the enum phase's
+// transaction committed, inside it, immediately before its COMMIT.
+func recordStepsCommitted(ctx context.Context, tx pgx.Tx, operationID string) error {
+	_, err := tx.Exec(ctx, `UPDATE ptah.run_steps SET committed_at = clock_timestamp()
+		WHERE operation_id = $1 AND committed_at IS NULL`, operationID)
+	return err
+}
+
 // recordRunSucceeded marks the run and its steps committed, inside the
-// plan's transaction, immediately before COMMIT: the marks become visible
-// exactly when the plan does.
+// plan's (main) transaction, immediately before COMMIT: the marks become
+// visible exactly when the plan does. Steps of an enum phase keep the time
+// their own transaction committed.
 func recordRunSucceeded(ctx context.Context, tx pgx.Tx, operationID string) error {
 	tag, err := tx.Exec(ctx, `
 WITH steps AS (
-	UPDATE ptah.run_steps SET committed_at = clock_timestamp() WHERE operation_id = $1
+	UPDATE ptah.run_steps SET committed_at = clock_timestamp() WHERE operation_id = $1 AND committed_at IS NULL
 )
 UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = 'succeeded'
 WHERE operation_id = $1 AND finished_at IS NULL`, operationID)
@@ -137,10 +171,11 @@ WHERE operation_id = $1 AND finished_at IS NULL`, operationID)
 	return nil
 }
 
-// recordRunFailed marks a run failed after its plan transaction rolled
-// back, in a small transaction of its own.
-func recordRunFailed(ctx context.Context, conn *pgx.Conn, operationID, reason string) error {
-	_, err := conn.Exec(ctx, `UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = 'failed', error = $2
-		WHERE operation_id = $1 AND finished_at IS NULL`, operationID, reason)
+// recordRunEnd marks a run failed (RunFailed) or partially applied
+// (RunPartiallyApplied) after a transaction of its plan rolled back, in a
+// small transaction of its own.
+func recordRunEnd(ctx context.Context, conn *pgx.Conn, operationID, outcome, reason string) error {
+	_, err := conn.Exec(ctx, `UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = $2, error = $3
+		WHERE operation_id = $1 AND finished_at IS NULL`, operationID, outcome, reason)
 	return err
 }

@@ -17,8 +17,11 @@ import (
 //   - ptah.leases: one row per coordination digest naming the operation that
 //     holds the database and the writer session that may still write for it.
 //   - ptah.runs / ptah.run_steps: the run journal. A run row is committed
-//     before any plan SQL; step rows and the run's outcome commit in the plan's
-//     own transaction, so a finished run row means the plan committed.
+//     before any plan SQL; step rows commit in the transaction that runs
+//     their statement, and a success in the plan's (main) transaction, so
+//     a succeeded run row means the plan committed. A failure is recorded
+//     after a rollback: failed (nothing committed), or partially-applied
+//     (the enum phase committed, see Writer.Execute).
 //   - ptah.target_instance: a minted identifier, only created when the role
 //     may not read the server's system identifier (see TargetIdentity).
 //
@@ -48,11 +51,15 @@ CREATE TABLE IF NOT EXISTS ptah.runs (
 	deadline             timestamptz,
 	started_at           timestamptz,
 	finished_at          timestamptz,
-	outcome              text CHECK (outcome IN ('succeeded', 'failed')),
+	outcome              text CONSTRAINT runs_outcome_check
+	                     CHECK (outcome IN ('succeeded', 'failed', 'partially-applied')),
 	error                text
 );
+-- A journal created before runs could be partially applied.
+ALTER TABLE ptah.runs DROP CONSTRAINT IF EXISTS runs_outcome_check,
+	ADD CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'partially-applied'));
 COMMENT ON TABLE ptah.runs IS
-	'ptah run journal: recorded before any plan SQL; finished_at and outcome commit with the plan itself';
+	'ptah run journal: recorded before any plan SQL; a success commits with the plan itself, a failure is recorded after its rollback';
 
 CREATE TABLE IF NOT EXISTS ptah.run_steps (
 	operation_id text NOT NULL REFERENCES ptah.runs (operation_id) ON DELETE CASCADE,
@@ -82,7 +89,8 @@ COMMENT ON TABLE ptah.target_instance IS
 // The value is "ptahDDL" in ASCII.
 const SchemaLockKey int64 = 0x7074616844444c
 
-// ensureRuntimeSchema creates the runtime tables if they are missing.
+// ensureRuntimeSchema creates the runtime tables if they are missing, and
+// brings an older ptah.runs up to date (the partially-applied outcome).
 // CREATE ... IF NOT EXISTS alone is not safe under concurrency: two sessions
 // can both see the schema missing and one fails on a unique index of the
 // catalog. The advisory lock serializes ptah's creators; the retry covers a
@@ -92,7 +100,9 @@ func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
 	err := conn.QueryRow(ctx, `SELECT to_regclass('ptah.leases') IS NOT NULL
 		AND to_regclass('ptah.runs') IS NOT NULL
 		AND to_regclass('ptah.run_steps') IS NOT NULL
-		AND to_regclass('ptah.target_instance') IS NOT NULL`).Scan(&present)
+		AND to_regclass('ptah.target_instance') IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('ptah.runs')
+			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')`).Scan(&present)
 	if err != nil {
 		return fmt.Errorf("checking the ptah runtime tables: %w", err)
 	}

@@ -151,3 +151,40 @@ func TestArmDeadlineRefusesAPassedDeadline(t *testing.T) {
 		t.Errorf("idle_session_timeout = %s, want the clamped maximum", got)
 	}
 }
+
+// TestRuntimeSchemaUpgradesTheRunOutcomes: a journal created before runs
+// could be partially applied (its outcome check knew two values, under
+// PostgreSQL's default name) is brought up to date, keeping its rows.
+func TestRuntimeSchemaUpgradesTheRunOutcomes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	conn := dial(t, url)
+	if err := ensureRuntimeSchema(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, conn, `ALTER TABLE ptah.runs DROP CONSTRAINT runs_outcome_check;
+		ALTER TABLE ptah.runs ADD CHECK (outcome IN ('succeeded', 'failed'));
+		INSERT INTO ptah.runs (operation_id, outcome) VALUES ('old', 'succeeded')`)
+	if _, err := conn.Exec(ctx, "UPDATE ptah.runs SET outcome = 'partially-applied'"); SQLState(err) != "23514" {
+		t.Fatalf("the old check admitted partially-applied: %v", err)
+	}
+	if err := ensureRuntimeSchema(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, conn, "INSERT INTO ptah.runs (operation_id, outcome) VALUES ('new', 'partially-applied')")
+	if _, err := conn.Exec(ctx, "INSERT INTO ptah.runs (operation_id, outcome) VALUES ('bad', 'maybe')"); SQLState(err) != "23514" {
+		t.Errorf("the upgraded check admitted an unknown outcome: %v", err)
+	}
+	var checks int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'ptah.runs'::regclass AND contype = 'c'").Scan(&checks); err != nil {
+		t.Fatal(err)
+	}
+	if checks != 1 {
+		t.Errorf("ptah.runs has %d check constraints, want 1", checks)
+	}
+	var outcome string
+	if err := conn.QueryRow(ctx, "SELECT outcome FROM ptah.runs WHERE operation_id = 'old'").Scan(&outcome); err != nil || outcome != RunSucceeded {
+		t.Errorf("the old row's outcome: %q, %v", outcome, err)
+	}
+}

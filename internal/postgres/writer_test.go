@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,4 +325,374 @@ func crashChild(t *testing.T, url string) {
 		"CREATE TABLE public.second (id integer)",
 	), nil)
 	t.Fatalf("Execute returned (%v); the failpoint should have stopped the process", err)
+}
+
+func TestEnumPhase(t *testing.T) {
+	t.Parallel()
+	add := "ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'"
+	use := "ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'"
+	for _, tt := range []struct {
+		plan *Plan
+		want int
+	}{
+		{planOf(), 0},
+		{planOf(use), 0},
+		{planOf(add), 0},      // labels alone: one transaction
+		{planOf(add, add), 0}, // likewise
+		{planOf(add, use), 1},
+		{planOf(add, add, use, add), 2}, // a later ADD VALUE stays in place
+		{planOf(use, add, use), 0},
+	} {
+		if got := tt.plan.EnumPhase(); got != tt.want {
+			t.Errorf("EnumPhase(%q) = %d, want %d", sqls(tt.plan.Statements), got, tt.want)
+		}
+	}
+}
+
+func TestAddsEnumLabel(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"ALTER TYPE public.mood ADD VALUE 'ok'":                             true,
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' BEFORE 'x'":    true,
+		"alter type mood add value 'ok'":                                    true,
+		"  ALTER\n\tTYPE  \"My \"\"Schema\"\"\" . \"Mood\"  ADD  VALUE'ok'": true,
+		"ALTER TYPE mood_é ADD VALUE 'ok'":                                  true,
+		"ALTER TYPE public.mood RENAME VALUE 'a' TO 'b'":                    false,
+		"ALTER TYPE public.mood ADD ATTRIBUTE a int":                        false,
+		"ALTER TYPE public.mood RENAME TO \"x ADD VALUE y\"":                false,
+		"ALTER TYPE \"x ADD VALUE y\" RENAME TO z":                          false,
+		"ALTER TYPEmood ADD VALUE 'ok'":                                     false,
+		"ALTER TYPE public. ADD VALUE 'ok'":                                 false,
+		"ALTER TYPE \"\" ADD VALUE 'ok'":                                    false,
+		"ALTER TYPE \"unterminated ADD VALUE 'ok'":                          false,
+		"ALTER TABLE t ADD VALUE 'ok'":                                      false,
+		"CREATE TYPE mood AS ENUM ('ok')":                                   false,
+		"ALTER TYPE public.mood ADD VALUES 'ok'":                            false,
+		"":                                                                  false,
+	} {
+		if got := addsEnumLabel(sql); got != want {
+			t.Errorf("addsEnumLabel(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// enumLabels lists the labels of type public.mood, in order.
+func enumLabels(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	rows, err := conn.Query(testCtx(t), `SELECT enumlabel::text FROM pg_enum
+		WHERE enumtypid = 'public.mood'::regtype ORDER BY enumsortorder`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return labels
+}
+
+func execSQL(t *testing.T, conn *pgx.Conn, sql string) {
+	t.Helper()
+	if _, err := conn.Exec(testCtx(t), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestExecuteCommitsEnumLabelsBeforeThePlanThatUsesThem: a plan that adds
+// labels and uses them (a column default, a check, a new table's default)
+// cannot be one transaction (55P04). Its labels commit first, journaled;
+// then the rest commits with the run's success. Progress and the journal
+// count every statement once, in plan order.
+func TestExecuteCommitsEnumLabelsBeforeThePlanThatUsesThem(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TYPE public.mood AS ENUM ('sad', 'happy'); CREATE TABLE public.t (id integer)")
+
+	// The premise: one transaction cannot do it.
+	tx, err := observer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, "ALTER TYPE public.mood ADD VALUE 'probe'; SELECT 'probe'::public.mood")
+	if SQLState(err) != "55P04" {
+		t.Fatalf("using a label in the transaction that added it: %v, want SQLSTATE 55P04", err)
+	}
+	_ = tx.Rollback(ctx)
+
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf(
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'meh' AFTER 'ok'", // after a label of the same transaction
+		"ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'",
+		"ALTER TABLE public.t ADD CONSTRAINT t_m_check CHECK (m <> 'meh')",
+		"CREATE TABLE public.u (m public.mood NOT NULL DEFAULT 'meh')",
+	)
+	if got := plan.EnumPhase(); got != 2 {
+		t.Fatalf("EnumPhase = %d, want 2", got)
+	}
+	var calls []int
+	var inEnumPhase, inMainPhase []string
+	var runInMainPhase *Run
+	progress := func(done, total int, s Statement) {
+		calls = append(calls, done)
+		if total != 5 || s.SQL != plan.Statements[done-1].SQL {
+			t.Errorf("progress(%d, %d, %q)", done, total, s.SQL)
+		}
+		switch done {
+		case 2: // the enum phase's transaction is still open
+			inEnumPhase = enumLabels(t, observer)
+		case 3: // it committed; the main transaction is open
+			inMainPhase = enumLabels(t, observer)
+			runInMainPhase = mustReadRun(t, observer, "op-1")
+		}
+	}
+	if err := w.Execute(ctx, "plan-1", plan, progress); err != nil {
+		t.Fatal(err)
+	}
+
+	if !slices.Equal(calls, []int{1, 2, 3, 4, 5}) {
+		t.Errorf("progress calls = %v, want 1..5 once each", calls)
+	}
+	if got := strings.Join(inEnumPhase, ","); got != "sad,happy" {
+		t.Errorf("during the enum phase, another session saw labels %s", got)
+	}
+	if got := strings.Join(inMainPhase, ","); got != "sad,ok,meh,happy" {
+		t.Errorf("during the main transaction, another session saw labels %s, want the enum phase committed", got)
+	}
+	if r := runInMainPhase; r == nil || !r.Unfinished() || r.Committed() || !r.AnyCommitted() || len(r.Steps) != 2 ||
+		r.Steps[0].CommittedAt == nil || r.Steps[1].CommittedAt == nil {
+		t.Errorf("during the main transaction, the journal read %+v; want unfinished, steps 1-2 committed", r)
+	}
+
+	// Everything committed, and works.
+	execSQL(t, observer, "INSERT INTO public.t (id) VALUES (1); INSERT INTO public.u DEFAULT VALUES")
+	var m, um string
+	if err := observer.QueryRow(ctx, "SELECT (SELECT m::text FROM public.t), (SELECT m::text FROM public.u)").Scan(&m, &um); err != nil {
+		t.Fatal(err)
+	}
+	if m != "ok" || um != "meh" {
+		t.Errorf("defaults = %s, %s", m, um)
+	}
+	if _, err := observer.Exec(ctx, "INSERT INTO public.t VALUES (2, 'meh')"); SQLState(err) != "23514" {
+		t.Errorf("inserting what the check forbids: %v, want a check violation", err)
+	}
+
+	run := mustReadRun(t, observer, "op-1")
+	if !run.Committed() || run.Unfinished() || run.Outcome != RunSucceeded || run.Error != "" || len(run.Steps) != 5 {
+		t.Fatalf("run = %+v", run)
+	}
+	for i, s := range run.Steps {
+		if s.Step != i+1 || s.Statement != plan.Statements[i].SQL || s.CommittedAt == nil || s.CommittedAt.Before(s.StartedAt) {
+			t.Errorf("step %d = %+v", i+1, s)
+		}
+	}
+	// Steps 1-2 committed in their own transaction, before step 3 started;
+	// steps 3-5 together, after step 5 started.
+	if !run.Steps[1].CommittedAt.Before(run.Steps[2].StartedAt) || run.Steps[2].CommittedAt.Before(run.Steps[4].StartedAt) {
+		t.Errorf("commit times: enum phase %v, step 3 started %v; main %v, step 5 started %v",
+			run.Steps[1].CommittedAt, run.Steps[2].StartedAt, run.Steps[2].CommittedAt, run.Steps[4].StartedAt)
+	}
+
+	// The operation is spent, for this writer and any other.
+	if err := w.Execute(ctx, "plan-1", plan, nil); !errors.Is(err, ErrAlreadyRun) {
+		t.Fatalf("second Execute = %v, want ErrAlreadyRun", err)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := openWriter(t, url, testDigest, "op-1")
+	if err := again.Execute(ctx, "plan-1", plan, nil); !errors.Is(err, ErrAlreadyRun) {
+		t.Fatalf("Execute by a new writer under the same operation = %v, want ErrAlreadyRun", err)
+	}
+	if n := len(mustReadRun(t, observer, "op-1").Steps); n != 5 {
+		t.Errorf("after the refused attempts the journal has %d steps", n)
+	}
+}
+
+// TestExecutePartiallyApplied: the enum phase commits, then the main
+// transaction fails. The error is ErrPartiallyApplied (not ErrPlanFailed),
+// the labels stay, nothing else of the plan does, and the journal says
+// partially applied with the enum phase's steps committed. The same
+// statements, run again under a new operation, complete.
+func TestExecutePartiallyApplied(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TYPE public.mood AS ENUM ('sad', 'happy'); CREATE TABLE public.t (id integer)")
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf(
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+		"ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'",
+		"ALTER TABLE public.missing ADD COLUMN x integer",
+	)
+	progressed := 0
+	err := w.Execute(ctx, "plan-1", plan, func(int, int, Statement) { progressed++ })
+	var stmtErr *StatementError
+	if !errors.Is(err, ErrPartiallyApplied) || errors.Is(err, ErrPlanFailed) || errors.Is(err, ErrOutcomeUnknown) ||
+		errors.Is(err, ErrNotStarted) || !errors.As(err, &stmtErr) {
+		t.Fatalf("Execute = %v, want ErrPartiallyApplied alone, with a *StatementError", err)
+	}
+	if stmtErr.Step != 3 || stmtErr.Total != 3 || stmtErr.Committed != 1 || SQLState(err) != "42P01" {
+		t.Errorf("StatementError = %+v (SQLSTATE %s)", stmtErr, SQLState(err))
+	}
+	if progressed != 2 {
+		t.Errorf("progress called %d times, want 2", progressed)
+	}
+	if got := strings.Join(enumLabels(t, observer), ","); got != "sad,ok,happy" {
+		t.Errorf("labels = %s, want the enum phase committed", got)
+	}
+	var columns int
+	if err := observer.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'public.t'::regclass AND attnum > 0").Scan(&columns); err != nil {
+		t.Fatal(err)
+	}
+	if columns != 1 {
+		t.Errorf("public.t has %d columns, want the main transaction rolled back", columns)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if run.Outcome != RunPartiallyApplied || run.Unfinished() || run.Committed() || !run.AnyCommitted() ||
+		len(run.Steps) != 1 || run.Steps[0].CommittedAt == nil || run.Steps[0].Statement != plan.Statements[0].SQL ||
+		!strings.Contains(run.Error, "statement 3/3 failed after the plan's enum phase (statements 1-1) committed") {
+		t.Errorf("run = %+v, want partially applied, step 1 committed", run)
+	}
+	if err := w.Execute(ctx, "plan-1", plan, nil); !errors.Is(err, ErrAlreadyRun) {
+		t.Fatalf("Execute after a partial run = %v, want ErrAlreadyRun", err)
+	}
+	// The writer still holds the database.
+	if l := mustLease(t, observer, testDigest); l == nil || l.Holder != "op-1" {
+		t.Errorf("lease after a partial run = %+v", l)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// IF NOT EXISTS: the statements that were planned run again.
+	w2 := openWriter(t, url, testDigest, "op-2")
+	if err := w2.Execute(ctx, "plan-2", planOf(plan.Statements[0].SQL, plan.Statements[1].SQL), nil); err != nil {
+		t.Fatalf("running the plan's first statements again: %v", err)
+	}
+}
+
+// TestExecuteEnumPhaseFailureLeavesNothing: a failure in the enum phase is
+// an ordinary failed plan: nothing committed, the main transaction never
+// began.
+func TestExecuteEnumPhaseFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TYPE public.mood AS ENUM ('sad', 'happy')")
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf(
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+		"ALTER TYPE public.missing ADD VALUE IF NOT EXISTS 'x'",
+		"CREATE TABLE public.a (m public.mood DEFAULT 'ok')",
+	)
+	err := w.Execute(ctx, "plan-1", plan, nil)
+	var stmtErr *StatementError
+	if !errors.Is(err, ErrPlanFailed) || errors.Is(err, ErrPartiallyApplied) || !errors.As(err, &stmtErr) ||
+		stmtErr.Step != 2 || stmtErr.Committed != 0 {
+		t.Fatalf("Execute = %v, want ErrPlanFailed at statement 2", err)
+	}
+	if got := strings.Join(enumLabels(t, observer), ","); got != "sad,happy" {
+		t.Errorf("labels = %s, want none added", got)
+	}
+	if rels := relations(t, observer); len(rels) != 0 {
+		t.Errorf("relations %v visible", rels)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if run.Outcome != RunFailed || run.AnyCommitted() || len(run.Steps) != 0 {
+		t.Errorf("run = %+v, want failed with nothing committed", run)
+	}
+}
+
+// TestExecuteSessionLostInTheMainPhase: the writer's session ends while the
+// main transaction runs, as when the process or the server dies there. The
+// error is ErrPartiallyApplied, the run cannot be recorded as ended, and
+// the journal still tells what committed: the enum phase's steps.
+func TestExecuteSessionLostInTheMainPhase(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TYPE public.mood AS ENUM ('sad', 'happy')")
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf(
+		"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+		"CREATE TABLE public.a (m public.mood DEFAULT 'ok')",
+		"CREATE TABLE public.b (id integer)",
+	)
+	err := w.Execute(ctx, "plan-1", plan, func(done, _ int, _ Statement) {
+		if done == 2 {
+			execSQL(t, observer, fmt.Sprintf("SELECT pg_terminate_backend(%d)", w.Session().PID))
+		}
+	})
+	if !errors.Is(err, ErrPartiallyApplied) || errors.Is(err, ErrPlanFailed) || !IsConnectionLost(err) {
+		t.Fatalf("Execute = %v, want ErrPartiallyApplied for a lost session", err)
+	}
+	if got := strings.Join(enumLabels(t, observer), ","); got != "sad,ok,happy" {
+		t.Errorf("labels = %s", got)
+	}
+	if rels := relations(t, observer); len(rels) != 0 {
+		t.Errorf("relations %v visible", rels)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if !run.Unfinished() || !run.AnyCommitted() || run.Committed() || len(run.Steps) != 1 || run.Steps[0].CommittedAt == nil {
+		t.Errorf("run = %+v, want unfinished with step 1 committed", run)
+	}
+}
+
+// TestExecuteMidPlanFailpointInTheEnumPhase: with an enum phase, the
+// mid-plan failpoint still stops the process after the plan's first
+// statement ran, before its transaction (here the enum phase's) committed:
+// nothing of the plan is left, the run is recorded and unfinished.
+func TestExecuteMidPlanFailpointInTheEnumPhase(t *testing.T) {
+	if url := os.Getenv(crashChildEnv); url != "" {
+		ctx := testCtx(t)
+		w, err := OpenWriter(ctx, url, testDigest, "op-crash", "PtahSchema/default/app", time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Execute(ctx, "plan-crash", planOf(
+			"ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'",
+			"CREATE TABLE public.first (m public.mood DEFAULT 'ok')",
+		), nil)
+		t.Fatalf("Execute returned (%v); the failpoint should have stopped the process", err)
+	}
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TYPE public.mood AS ENUM ('sad', 'happy')")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestExecuteMidPlanFailpointInTheEnumPhase$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+url, failpoint.EnvVar+"="+failpoint.MidPlan)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != failpoint.ExitCode || !strings.Contains(string(out), "failpoint "+failpoint.MidPlan) {
+		t.Fatalf("child: %v, want exit status %d at the failpoint\n%s", err, failpoint.ExitCode, out)
+	}
+	run := mustReadRun(t, observer, "op-crash")
+	if !run.Unfinished() || run.AnyCommitted() || len(run.Steps) != 0 {
+		t.Errorf("run after the crash = %+v, want recorded, unfinished, nothing committed", run)
+	}
+	// The server rolls the enum phase back once it notices the client gone.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		alive, err := SessionAlive(ctx, observer, run.Writer.PID, run.Writer.BackendStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the crashed writer's session %v is still alive", run.Writer)
+		}
+	}
+	if got := strings.Join(enumLabels(t, observer), ","); got != "sad,happy" {
+		t.Errorf("labels after the crash = %s, want none added", got)
+	}
+	if rels := relations(t, observer); len(rels) != 0 {
+		t.Errorf("after the crash, relations %v are visible", rels)
+	}
 }
