@@ -2,9 +2,11 @@ package postgres_test
 
 // The acceptance suite: each case under testdata/acceptance is a pair of
 // schemas (old, new). The harness builds a database from old, plans against
-// new, applies the plan, and proves convergence two ways: a second plan is
-// empty, and pg_dump --schema-only of the migrated database equals that of a
-// fresh database built from new. The hazards of each plan are asserted too.
+// new, applies the plan as ptah does (Writer.Execute: one transaction, or an
+// enum phase and then one transaction), and proves convergence two ways: a
+// second plan is empty, and pg_dump --schema-only of the migrated database
+// equals that of a fresh database built from new. The hazards of each plan
+// are asserted too.
 //
 // Case format (txtar): the comment is a one-line description, then
 //
@@ -277,7 +279,7 @@ func runCase(t *testing.T, c acceptanceCase) {
 		t.Errorf("the plan is empty, but old.sql and new.sql differ")
 	}
 
-	// 4. Apply, on one session, as the plan says.
+	// 4. Apply, as ptah does.
 	apply(ctx, t, target, plan)
 
 	// 5. Re-plan: nothing left to do.
@@ -350,22 +352,53 @@ func fmtSet(s []string) string {
 	return "{" + strings.Join(s, ", ") + "}"
 }
 
+// apply executes the plan through a Writer, as ptah does, checks that the
+// journal records every statement committed, then drops the runtime tables
+// the writer created (and the ptah schema, unless the case had one), which
+// are no part of the comparison.
 func apply(ctx context.Context, t *testing.T, url string, plan *postgres.Plan) {
 	t.Helper()
+	const op = "acceptance"
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		t.Fatalf("connecting to apply: %v", err)
+		t.Fatalf("connecting: %v", err)
 	}
 	defer conn.Close(context.Background())
-	for _, s := range plan.Preamble() {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("preamble %q: %v", s, err)
+	var hadSchema bool
+	if err := conn.QueryRow(ctx, "SELECT to_regnamespace('ptah') IS NOT NULL").Scan(&hadSchema); err != nil {
+		t.Fatal(err)
+	}
+	w, err := postgres.OpenWriter(ctx, url, "acceptance-digest", op, "", time.Now().Add(caseTimeout))
+	if err != nil {
+		t.Fatalf("opening a writer: %v", err)
+	}
+	defer w.Release(context.Background())
+	if err := w.Execute(ctx, "acceptance-plan", plan, nil); err != nil {
+		t.Fatalf("applying the plan (enum phase: %d statements): %v\nplan:\n%s", plan.EnumPhase(), err, plan.Script())
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run, err := postgres.ReadRun(ctx, conn, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	for _, s := range run.Steps {
+		if s.CommittedAt != nil {
+			committed++
 		}
 	}
-	for i, s := range plan.Statements {
-		if _, err := conn.Exec(ctx, s.SQL); err != nil {
-			t.Fatalf("applying statement %d/%d failed: %v\n%s\nplan:\n%s", i+1, len(plan.Statements), err, s.SQL, plan.Script())
-		}
+	if !run.Committed() || len(run.Steps) != len(plan.Statements) || committed != len(run.Steps) {
+		t.Errorf("the journal of the applied plan: outcome %q, %d steps of which %d committed; want succeeded, %d committed",
+			run.Outcome, len(run.Steps), committed, len(plan.Statements))
+	}
+	drop := "DROP SCHEMA ptah CASCADE"
+	if hadSchema {
+		drop = "DROP TABLE ptah.run_steps, ptah.runs, ptah.leases, ptah.target_instance"
+	}
+	if _, err := conn.Exec(ctx, drop); err != nil {
+		t.Fatalf("dropping the runtime tables: %v", err)
 	}
 }
 
