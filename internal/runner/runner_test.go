@@ -31,21 +31,33 @@ func newFixture(t *testing.T, old string) *fixture {
 	if old != "" {
 		pgtest.Exec(t, url, old)
 	}
-	ctx := context.Background()
+	r, err := newRunner(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Target.Close(context.Background()) })
+	return &fixture{t: t, url: url, r: r}
+}
+
+// newRunner is the runner every test uses, in the test process and in a
+// crash test's child alike: the two must agree on everything a plan binds
+// (the execution binding's version above all), or a claim recorded by one
+// would look stale to the other.
+func newRunner(ctx context.Context, url string) (*Runner, error) {
 	conn, err := postgres.Connect(ctx, url)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
 	st, err := pgstore.New(ctx, conn)
 	if err != nil {
-		t.Fatal(err)
+		conn.Close(context.Background())
+		return nil, err
 	}
-	return &fixture{t: t, url: url, r: &Runner{
+	return &Runner{
 		Store: st, Target: conn, Version: "test", RunTimeout: time.Hour,
 		Now:   time.Now, // the writer's deadline is enforced by the server's clock
 		NewID: randomID,
-	}}
+	}, nil
 }
 
 func randomID() string {

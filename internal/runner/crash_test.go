@@ -1,0 +1,118 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ptah-run/ptah/internal/failpoint"
+	"github.com/ptah-run/ptah/internal/pgtest"
+)
+
+// Crash tests run one pass in a child process that dies at a failpoint, and
+// then assert what the next pass, in the test process, makes of what was
+// left. The child is this test binary again, running only
+// TestHelperProcess (the usual Go helper-process pattern).
+//
+// The child never starts a PostgreSQL server of its own: pgtest.Main only
+// stops a server that was started, and a server is only started by the
+// first pgtest.BaseURL/NewDB call, which the child never makes. It is given
+// the parent's database URL in helperEnv, and PTAH_TEST_DATABASE_URL points
+// at the same server as a second guard, so that even a pgtest call would
+// reuse the parent's server instead of starting one.
+
+// helperEnv carries the child's helperRequest, as JSON.
+const helperEnv = "PTAH_RUNNER_CRASH_HELPER"
+
+// helperRequest is what the child runs: one Run of Resource in Mode
+// against the store in the database at URL.
+type helperRequest struct {
+	URL      string
+	Resource Resource
+	Mode     Mode
+}
+
+// helperNoCrash is the child's exit status when its run ended without
+// reaching the failpoint: the test set up the wrong situation.
+const helperNoCrash = 3
+
+// TestHelperProcess is not a test: it is the child of crashAt, and skips
+// when run any other way.
+func TestHelperProcess(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		t.Skip("the child process of the crash tests; runs only under crashAt")
+	}
+	var req helperRequest
+	if err := json.Unmarshal([]byte(raw), &req); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: decoding the request:", err)
+		os.Exit(helperNoCrash)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := newRunner(ctx, req.URL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(helperNoCrash)
+	}
+	// A failpoint ends the process inside Run, with os.Exit(failpoint.ExitCode).
+	out, err := r.Run(ctx, req.Resource, req.Mode)
+	fmt.Fprintf(os.Stderr, "helper: the run ended without reaching failpoint %q: phase %s (%s), error %v\n",
+		os.Getenv(failpoint.EnvVar), out.Status.Phase, out.Status.Message, err)
+	os.Exit(helperNoCrash)
+}
+
+// crashAt runs res in mode in a child process that must die at the named
+// failpoint, and returns once the server has ended every session the child
+// had: a process that died is then, to the next pass, exactly what it is
+// after a real crash.
+func (f *fixture) crashAt(point string, res Resource, mode Mode) {
+	f.t.Helper()
+	raw, err := json.Marshal(helperRequest{URL: f.url, Resource: res, Mode: mode})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		helperEnv+"="+string(raw),
+		failpoint.EnvVar+"="+point,
+		pgtest.EnvURL+"="+f.url,
+	)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != failpoint.ExitCode {
+		f.t.Fatalf("the child was to die at failpoint %s (exit %d); it ended with %v:\n%s", point, failpoint.ExitCode, err, out)
+	}
+	f.waitForChildSessions()
+}
+
+// waitForChildSessions waits until no session but the test's own is
+// connected to the test database. The server notices a dead client's
+// sockets at once, but ending its backends takes a moment; until then a
+// writer session would look alive (and must, to the next pass).
+func (f *fixture) waitForChildSessions() {
+	f.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var others int
+		err := f.r.Target.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend'
+			AND pid <> pg_backend_pid()`).Scan(&others)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if others == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d sessions of the crashed child are still connected after 30s", others)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
