@@ -115,6 +115,19 @@ func TestMissingDispatchedApplyJobForcesObservationWithoutRecreation(t *testing.
 			}
 			before := f.runs()
 
+			// A pass that cannot observe (the declared SQL does not load)
+			// turns the claim into the durable debt of an observation, and
+			// plans nothing.
+			broken := f.resource(api.ApplyOnApproval, "CREATE TABLE posts (")
+			if _, err := f.r.Run(context.Background(), broken, Apply); err == nil {
+				t.Fatal("a pass whose declared SQL does not load must fail")
+			}
+			if st := f.stored(res); st.PendingObservation == nil || st.PendingObservation.OperationID != op.ID ||
+				st.PendingObservation.Plan.UID != planned.Plan.UID || st.ActiveOperation != nil || st.Applied != nil {
+				t.Fatalf("the status must owe an observation for operation %s, and nothing else: %+v", op.ID, st)
+			}
+			f.requireNoRerun(before, op.ID, planned.Plan.UID)
+
 			got := f.run(res, Apply)
 			st := got.Status
 			if a := st.Applied; a == nil || a.OperationID != op.ID || a.Plan.UID != planned.Plan.UID || a.Outcome != api.OutcomeObserved {
