@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -57,6 +58,10 @@ func (p pgtestM) Run() int {
 //	                              and print the rows of every result
 //	dbrole VAR                    create a LOGIN role without CREATEDB and set
 //	                              VAR to $DATABASE_URL connecting as it
+//	setjson VAR PATH              set VAR to the value at PATH (dot-separated
+//	                              keys and array indexes, e.g.
+//	                              items.0.plan.metadata.uid) in the JSON of
+//	                              the last command's stdout
 func TestScripts(t *testing.T) {
 	if dir := filepath.Dir(scriptBinDir); strings.HasPrefix(filepath.Base(dir), "testscript-main") {
 		t.Cleanup(func() { os.RemoveAll(dir) })
@@ -82,6 +87,7 @@ func TestScripts(t *testing.T) {
 			"exits":  cmdExits,
 			"sql":    cmdSQL,
 			"dbrole": cmdDBRole,
+			"setjson": cmdSetJSON,
 		},
 	})
 }
@@ -188,4 +194,37 @@ func cmdDBRole(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	u.User = url.UserPassword(role, password)
 	ts.Setenv(args[0], u.String())
+}
+
+func cmdSetJSON(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: setjson VAR PATH")
+	}
+	var v any
+	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &v); err != nil {
+		ts.Fatalf("setjson: stdout is not JSON: %v", err)
+	}
+	for _, key := range strings.Split(args[1], ".") {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[key]; !ok {
+				ts.Fatalf("setjson: no key %q on the way to %s", key, args[1])
+			}
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(node) {
+				ts.Fatalf("setjson: no index %q on the way to %s", key, args[1])
+			}
+			v = node[i]
+		default:
+			ts.Fatalf("setjson: %s: %q is below a scalar", args[1], key)
+		}
+	}
+	s, ok := v.(string)
+	if !ok {
+		b, _ := json.Marshal(v)
+		s = string(b)
+	}
+	ts.Setenv(args[0], s)
 }

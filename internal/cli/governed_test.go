@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/failpoint"
+	"github.com/ptah-run/ptah/internal/pgtest"
+	"github.com/ptah-run/ptah/internal/runner"
+)
+
+// project is a target database and a ptah.yaml declaring it, in a temporary
+// directory; the URL reaches ptah through spec.target.urlFrom.file, so tests
+// need neither the working directory nor the environment and run in
+// parallel.
+type project struct {
+	t    *testing.T
+	url  string
+	file string
+}
+
+const (
+	// Two statements, so that a crash can fall between them.
+	crashBefore   = "CREATE TABLE users (id int PRIMARY KEY);"
+	crashDeclared = "CREATE TABLE users (id int PRIMARY KEY, email text);\nCREATE TABLE posts (id int PRIMARY KEY);"
+)
+
+func newProject(t *testing.T, before, declared string) *project {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	if before != "" {
+		pgtest.Exec(t, url, before)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"url": url,
+		"ptah.yaml": `apiVersion: ptah.run/v1alpha1
+kind: PtahSchema
+metadata:
+  name: app
+spec:
+  target:
+    urlFrom: {file: url}
+  source:
+    path: schema
+  policy:
+    apply: Always
+    lockTimeout: 30s
+`,
+		"schema/001.sql": declared,
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
+}
+
+// ptah runs the ptah binary (this test binary under testscript's "ptah"
+// name) as a separate process, as a user would, with extra environment.
+func (p *project) ptah(env []string, args ...string) (code int, stdout, stderr string) {
+	p.t.Helper()
+	if scriptBinDir == "" {
+		p.t.Fatal("the ptah command is not installed: TestMain did not run through testscript")
+	}
+	cmd := exec.Command(filepath.Join(scriptBinDir, "ptah"), append(args, "-f", p.file)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		p.t.Fatalf("running ptah: %v", err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func (p *project) query(sql string, dest ...any) {
+	p.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
+		p.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// runs is the journal: how many runs there are and how many committed.
+func (p *project) runs() (total, committed int) {
+	p.query(`SELECT count(*), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &total, &committed)
+	return total, committed
+}
+
+func (p *project) status() statusItem {
+	p.t.Helper()
+	code, out, errs := p.ptah(nil, "status", "-o", "json")
+	if code != 0 {
+		p.t.Fatalf("ptah status: exit %d: %s", code, errs)
+	}
+	var doc statusOutput
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Items) != 1 {
+		p.t.Fatalf("ptah status -o json: %v\n%s", err, out)
+	}
+	return doc.Items[0]
+}
+
+// TestApplyCrashRecovery kills ptah apply at each failpoint and runs it
+// again: the second run must end InSync, no statement may have run twice
+// (a second CREATE TABLE would fail the run), and the journal must hold
+// exactly the runs the crash point allows.
+func TestApplyCrashRecovery(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		point string
+		// the journal after recovery: runs recorded, runs committed
+		total, committed int
+		// the outcome of the last run the status records
+		lastOutcome string
+	}{
+		// Claimed, never dispatched: the claim is re-derived and runs.
+		{runner.FailAfterClaim, 1, 1, "Succeeded"},
+		// Dispatched, died before any SQL: never run again; observed (that
+		// record is Observed), and a new operation does the work.
+		{runner.FailAfterDispatch, 1, 1, "Succeeded"},
+		// Died inside the transaction: it rolled back with the session;
+		// observed, and a new operation does the work.
+		{failpoint.MidPlan, 2, 1, "Succeeded"},
+		// Committed, died before accounting: observed as done; nothing runs.
+		{runner.FailAfterExecution, 1, 1, "Observed"},
+		// Accounted, died before releasing the lease: the owed release is
+		// completed first; nothing runs.
+		{runner.FailBeforeRelease, 1, 1, "Succeeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.point, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, crashBefore, crashDeclared)
+			code, _, stderr := p.ptah([]string{failpoint.EnvVar + "=" + tt.point}, "apply")
+			if code != failpoint.ExitCode || !strings.Contains(stderr, "failpoint "+tt.point) {
+				t.Fatalf("the first apply must stop at %s: exit %d, stderr %s", tt.point, code, stderr)
+			}
+			code, stdout, stderr := p.ptah(nil, "apply")
+			if code != 0 || !strings.Contains(stdout, "InSync") {
+				t.Fatalf("apply after a crash at %s: exit %d\n%s%s", tt.point, code, stdout, stderr)
+			}
+			total, committed := p.runs()
+			if total != tt.total || committed != tt.committed {
+				t.Errorf("journal: %d runs, %d committed; want %d, %d", total, committed, tt.total, tt.committed)
+			}
+			var posts, email bool
+			p.query(`SELECT to_regclass('public.posts') IS NOT NULL,
+				EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'public.users'::regclass AND attname = 'email')`, &posts, &email)
+			if !posts || !email {
+				t.Errorf("after recovery the declared schema must exist: posts %v, users.email %v", posts, email)
+			}
+			st := p.status()
+			if st.Lease != nil {
+				t.Errorf("the lease must be free after recovery: %+v", st.Lease)
+			}
+			s := st.Status
+			if s.Phase != "InSync" || s.ActiveOperation != nil || s.PendingObservation != nil || s.OwedRelease != nil {
+				t.Errorf("status after recovery: %+v", s)
+			}
+			if s.Applied == nil || s.Applied.Outcome != tt.lastOutcome {
+				t.Errorf("applied record: %+v; want outcome %s", s.Applied, tt.lastOutcome)
+			}
+			if again, out, _ := p.ptah(nil, "apply"); again != 0 || !strings.Contains(out, "InSync") {
+				t.Errorf("a third apply: exit %d %s", again, out)
+			}
+			if total2, _ := p.runs(); total2 != total {
+				t.Errorf("a third apply ran something: %d runs, was %d", total2, total)
+			}
+		})
+	}
+}
+
+// TestConcurrentApplyOneWriter starts eight ptah apply processes on one
+// database at once. A session holding a SHARE lock on the table the plan
+// alters keeps the first run waiting inside its transaction for a few
+// seconds, so the others arrive while it runs: exactly one executes, and
+// every other either reports who holds the resource and exits 11, or
+// arrives after it and finds nothing to do.
+func TestConcurrentApplyOneWriter(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, crashBefore, crashDeclared)
+	ctx := context.Background()
+	blocker, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(ctx)
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(6 * time.Second)
+		_ = tx.Commit(ctx)
+	}()
+
+	const n = 8
+	type outcome struct {
+		code           int
+		stdout, stderr string
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, stdout, stderr := p.ptah(nil, "apply")
+			outcomes[i] = outcome{code, stdout, stderr}
+		}()
+	}
+	wg.Wait()
+
+	executed, busy := 0, 0
+	for i, o := range outcomes {
+		switch {
+		case o.code == 0 && strings.Contains(o.stdout, "Applied plan"):
+			executed++
+		case o.code == 0 && strings.Contains(o.stdout, "InSync"):
+		case o.code == ExitBlocked && strings.Contains(o.stderr, "another ptah is running the pass of PtahSchema/default/app (ptah pid "):
+			busy++
+		default:
+			t.Errorf("process %d: exit %d\nstdout: %s\nstderr: %s", i, o.code, o.stdout, o.stderr)
+		}
+	}
+	total, committed := p.runs()
+	if executed != 1 || total != 1 || committed != 1 {
+		t.Errorf("%d processes reported applying, journal %d runs (%d committed); want exactly one", executed, total, committed)
+	}
+	if busy == 0 {
+		t.Errorf("no process found the first one running; the test did not exercise concurrency")
+	}
+	t.Logf("%d executed, %d reported the holder, %d found nothing to do", executed, busy, n-executed-busy)
+}
+
+// TestApplyShowsProgressOnATerminal: statement i/n (of the plan's three) on
+// stderr when it is a terminal, nothing when it is not.
+func TestApplyShowsProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	for _, terminal := range []bool{true, false} {
+		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, crashBefore, crashDeclared)
+			var stdout, stderr bytes.Buffer
+			a := newApp(&stdout, &stderr)
+			a.stderrIsTerminal = func() bool { return terminal }
+			if code := a.run(context.Background(), []string{"apply", "-f", p.file}); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			shown := strings.Contains(stderr.String(), "app [1/3] CREATE TABLE public.posts") && strings.Contains(stderr.String(), "app [3/3] ")
+			if shown != terminal {
+				t.Fatalf("progress shown %v on terminal=%v; stderr:\n%s", shown, terminal, stderr.String())
+			}
+		})
+	}
+}
