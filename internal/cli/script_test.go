@@ -84,9 +84,9 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits":  cmdExits,
-			"sql":    cmdSQL,
-			"dbrole": cmdDBRole,
+			"exits":   cmdExits,
+			"sql":     cmdSQL,
+			"dbrole":  cmdDBRole,
 			"setjson": cmdSetJSON,
 		},
 	})
