@@ -34,14 +34,21 @@ type planOptions struct {
 	NoPublish        bool
 }
 
-const planLong = `Compute and print the plan for each PtahSchema resource: the ordered
-statements that take the target database to the declared schema.
+const planLong = `Compute the plan for each PtahSchema resource, the ordered statements that
+take the target database to the declared schema, publish it, and print it.
 
-plan only reads. It inspects the target's catalog, loads the declared SQL
-files (spec.source.path, *.sql in lexical order) into a temporary dev
-database created on the target's server (or on the server --dev-url names)
-and dropped afterwards, inspects that the same way, and compares the two
-within spec.schemas. The target is never changed.
+plan never changes the managed schemas. It inspects the target's catalog,
+loads the declared SQL files (spec.source.path, *.sql in lexical order) into
+a temporary dev database created on the target's server (or on the server
+--dev-url names) and dropped afterwards, inspects that the same way, and
+compares the two within spec.schemas.
+
+Publishing records the plan in the target's ptah schema as an immutable
+object with a UID and a fingerprint over its statements and every input it
+was computed from; ptah approve names that UID, and ptah apply runs only an
+authorized plan. An unchanged plan keeps its UID; any change in the
+statements or the inputs publishes a new one. --no-publish only prints: it
+writes nothing, needs no write access, and its plan cannot be approved.
 
 NAME arguments pick resources by metadata.name; without any, every resource
 in the file is planned.
@@ -50,8 +57,9 @@ Output (-o):
   text  statements in order, hazards tagged, a summary per resource (default)
   sql   a script to run as-is with psql -v ON_ERROR_STOP=1 -f -
   json  {"items":[{"resource":{"apiVersion":"ptah.run/v1alpha1","kind":"PtahSchema","name":"app"},
-          "changes":true,"plan":{"spec":{"statements":[{"sql":"...","hazards":["deletes-data"]}],
-          "destructive":true,"lockTimeout":"5s"}}}]}
+          "changes":true,"plan":{"metadata":{"name":"app-1f2e3d4c5b6a","uid":"..."},
+          "spec":{"statements":[{"sql":"...","hazards":["deletes-data"]}],"destructive":true,
+          "lockTimeout":"5s","fingerprint":"sha256:..."}},"phase":"AwaitingApproval",...}]}
 
 Hazards: deletes-data, rewrites-table, blocks-writes,
 builds-index-on-existing-table, may-fail-on-existing-data. A plan with a
@@ -60,8 +68,8 @@ deletes-data statement is destructive.
 Privileges and ownership are not managed: GRANTs and owners are neither
 compared nor planned, and never make a plan fail or differ.
 
-Environment: PTAH_FILE, PTAH_OUTPUT, PTAH_DEV_URL, PTAH_DETAILED_EXITCODE
-stand for the flags. The target's URL comes from the resource
+Environment: PTAH_FILE, PTAH_OUTPUT, PTAH_DEV_URL, PTAH_DETAILED_EXITCODE,
+PTAH_NO_PUBLISH stand for the flags. The target's URL comes from the resource
 (spec.target.urlFrom), never from a flag.
 
 `
@@ -78,12 +86,15 @@ const planExample = `  # Plan every resource of ./ptah.yaml; the URL comes from 
   ptah plan -f deploy/ptah.yaml --detailed-exitcode -o json > plan.json
 
   # Load the declared files on another server (the target's role may not CREATEDB)
-  PTAH_DEV_URL='postgres://dev@localhost:5432/postgres' ptah plan`
+  PTAH_DEV_URL='postgres://dev@localhost:5432/postgres' ptah plan
+
+  # Drift check with a read-only role: record nothing
+  ptah plan --no-publish --detailed-exitcode`
 
 func (a *app) newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "plan [NAME...] [flags]",
-		Short:   "Show the changes that take each target database to its declared schema",
+		Short:   "Publish and show the changes that take each database to its declared schema",
 		Long:    planLong + exitCodeHelp(),
 		Example: planExample,
 		Args:    cobra.ArbitraryArgs,

@@ -11,7 +11,10 @@ const rootLong = `ptah changes PostgreSQL databases safely.
 
 A PtahSchema resource declares a database's schema as a directory of SQL
 files; ptah compares it with the live database and computes the ordered DDL
-that closes the gap (a plan), each statement tagged with its hazards.
+that closes the gap (a plan), each statement tagged with its hazards. The
+plan is published under a UID; a person approves that UID; ptah apply runs
+exactly what was approved, once, and only against the database it was
+computed for.
 
 Resources are YAML documents in a file, ptah.yaml by default:
 
@@ -39,7 +42,12 @@ func (a *app) newRootCmd() *cobra.Command {
 		Example: `  # What would change? (the URL comes from spec.target.urlFrom in ptah.yaml)
   ptah plan
 
-  # The same, for a CI job: JSON, and exit 2 when anything would change
+  # Approve the plan it printed, run it, and look
+  ptah approve 3f6c0c8e-... --fingerprint sha256:...
+  ptah apply
+  ptah status
+
+  # A CI drift check: JSON, and exit 2 when anything would change
   ptah plan -o json --detailed-exitcode`,
 		Version:       versionString(),
 		SilenceUsage:  true,
