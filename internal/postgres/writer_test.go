@@ -511,12 +511,12 @@ func TestExecuteCommitsEnumLabelsBeforeThePlanThatUsesThem(t *testing.T) {
 	}
 }
 
-// TestExecutePartiallyApplied: the enum phase commits, then the main
+// TestExecuteEnumPhaseThenMainFailureIsPartiallyApplied: the enum phase commits, then the main
 // transaction fails. The error is ErrPartiallyApplied (not ErrPlanFailed),
 // the labels stay, nothing else of the plan does, and the journal says
 // partially applied with the enum phase's steps committed. The same
 // statements, run again under a new operation, complete.
-func TestExecutePartiallyApplied(t *testing.T) {
+func TestExecuteEnumPhaseThenMainFailureIsPartiallyApplied(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDB(t)
 	ctx := testCtx(t)
@@ -607,11 +607,11 @@ func TestExecuteEnumPhaseFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestExecuteSessionLostInTheMainPhase: the writer's session ends while the
+// TestExecuteSessionLostAfterTheEnumPhase: the writer's session ends while the
 // main transaction runs, as when the process or the server dies there. The
 // error is ErrPartiallyApplied, the run cannot be recorded as ended, and
 // the journal still tells what committed: the enum phase's steps.
-func TestExecuteSessionLostInTheMainPhase(t *testing.T) {
+func TestExecuteSessionLostAfterTheEnumPhase(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDB(t)
 	ctx := testCtx(t)
