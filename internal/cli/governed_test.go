@@ -285,3 +285,73 @@ func TestApplyShowsProgressOnATerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestLostConnectionMidApplyIsNeverRetried: the writer's session is
+// terminated while its plan waits on a lock. PostgreSQL rolls the
+// transaction back; ptah reports the run failed, never runs that operation
+// again, releases the lease the dead session could not release from its own
+// session, and the next apply plans afresh under a new operation.
+func TestLostConnectionMidApplyIsNeverRetried(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, crashBefore, crashDeclared)
+	ctx := context.Background()
+	blocker, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(ctx)
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// Once the writer is journaled and waiting, cut its connection, then
+	// let the table go. The watcher has its own session: the blocker's open
+	// transaction would keep one snapshot of pg_stat_activity.
+	watcher, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = tx.Commit(ctx) }()
+		for range 600 {
+			var killed bool
+			err := watcher.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(r.writer_pid)), false)
+				FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
+				WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock'`).Scan(&killed)
+			if err == nil && killed {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	code, stdout, stderr := p.ptah(nil, "apply")
+	<-done
+	// The statement was cut before COMMIT was sent, so the transaction
+	// certainly rolled back: the run failed, and says why.
+	if code != ExitApplyFailed || !strings.Contains(stdout, "Failed.") || !strings.Contains(stdout, "57P01") {
+		t.Fatalf("apply with its writer cut: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var cut, committed int
+	p.query(`SELECT count(*) FILTER (WHERE outcome IS DISTINCT FROM 'succeeded'), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &cut, &committed)
+	if cut != 1 || committed != 0 {
+		t.Fatalf("journal after the cut: %d runs not committed, %d committed; want 1, 0", cut, committed)
+	}
+	// The next apply completes the release the dead session could not do,
+	// observes afresh and runs a new operation; the cut one never again.
+	if code, out, errs := p.ptah(nil, "apply"); code != 0 || !strings.Contains(out, "InSync. Applied plan") {
+		t.Fatalf("apply after the cut: exit %d\n%s%s", code, out, errs)
+	}
+	p.query(`SELECT count(*) FILTER (WHERE outcome IS DISTINCT FROM 'succeeded'), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &cut, &committed)
+	if cut != 1 || committed != 1 {
+		t.Fatalf("journal: %d runs not committed, %d committed; want the cut one and one new one", cut, committed)
+	}
+	if st := p.status(); st.Lease != nil || st.Status.PendingObservation != nil || st.Status.OwedRelease != nil || st.Status.Phase != "InSync" {
+		t.Fatalf("status: %+v lease %+v", st.Status, st.Lease)
+	}
+}

@@ -293,14 +293,18 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 		return true, err
 	}
 	failpoint.Hit(FailBeforeRelease)
+	p.observation, p.rederived = nil, ""
 	if err := w.Release(ctx); err != nil {
-		return true, fmt.Errorf("releasing the lease of operation %s: %w", op.ID, err)
+		// The writer's session is gone (a lost connection) or unusable:
+		// the release stays owed in the status, and the next step
+		// completes it from the runner's own session (a failed run stops
+		// here; the next ptah apply completes it).
+		return result == engine.RunFailed, nil
 	}
 	st.OwedRelease = nil
 	if err := p.writeStatus(ctx, &obj, st); err != nil {
 		return true, err
 	}
-	p.observation, p.rederived = nil, ""
 	if result == engine.RunFailed {
 		return true, nil
 	}
