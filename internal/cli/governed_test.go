@@ -96,6 +96,27 @@ func (p *project) ptah(env []string, args ...string) (code int, stdout, stderr s
 	return code, out.String(), errb.String()
 }
 
+// lockUsers holds a SHARE lock on table users, in a transaction of its own
+// session, until the transaction ends (or the test does). A plan that alters
+// users waits for it inside its own transaction.
+func (p *project) lockUsers() pgx.Tx {
+	p.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
+		p.t.Fatal(err)
+	}
+	return tx
+}
+
 func (p *project) query(sql string, dest ...any) {
 	p.t.Helper()
 	ctx := context.Background()
@@ -208,18 +229,7 @@ func TestConcurrentApplyOneWriter(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, crashBefore, crashDeclared)
 	ctx := context.Background()
-	blocker, err := pgx.Connect(ctx, p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(ctx)
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := p.lockUsers()
 	go func() {
 		time.Sleep(6 * time.Second)
 		_ = tx.Commit(ctx)
@@ -295,20 +305,9 @@ func TestLostConnectionMidApplyIsNeverRetried(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, crashBefore, crashDeclared)
 	ctx := context.Background()
-	blocker, err := pgx.Connect(ctx, p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(ctx)
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := p.lockUsers()
 	// Once the writer is journaled and waiting, cut its connection, then
-	// let the table go. The watcher has its own session: the blocker's open
+	// let the table go. The watcher has its own session: the locker's open
 	// transaction would keep one snapshot of pg_stat_activity.
 	watcher, err := pgx.Connect(ctx, p.url)
 	if err != nil {
