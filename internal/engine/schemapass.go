@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -158,7 +159,34 @@ func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operatio
 		return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
 			fmt.Sprintf("inputs moved since operation %s was claimed; observing again", op.ID))}
 	}
+	// The last look before SQL runs: the input fingerprint covers the plan's
+	// recorded fingerprint, not its stored statements, so these must still
+	// hash to what the claim recorded.
+	if err := verifyClaimedPlan(in.CurrentPlan, op); err != nil {
+		st.ActiveOperation = nil // nothing was dispatched
+		if errors.Is(err, ErrPlanTampered) {
+			return stable(st, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
+		}
+		st.Plan = nil
+		return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying, err.Error()+"; observing again")}
+	}
 	return Decision{Step: StepDispatch, Status: st, Operation: op}
+}
+
+// verifyClaimedPlan checks that the stored plan is the one op claimed, with
+// the content its fingerprint covers.
+func verifyClaimedPlan(plan *Plan, op *api.Operation) error {
+	if plan == nil || plan.UID != op.Plan.UID {
+		return fmt.Errorf("plan %s (uid %s), claimed by operation %s, is gone", op.Plan.Name, op.Plan.UID, op.ID)
+	}
+	if err := VerifyPlan(*plan); err != nil {
+		return err
+	}
+	if plan.Spec.Fingerprint != op.Plan.Fingerprint {
+		return fmt.Errorf("plan %s (uid %s): %w (operation %s claimed fingerprint %s, the stored plan carries %s); it cannot be applied",
+			plan.Name, plan.UID, ErrPlanTampered, op.ID, op.Plan.Fingerprint, plan.Spec.Fingerprint)
+	}
+	return nil
 }
 
 func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {

@@ -207,6 +207,46 @@ func TestSchemaPassMovedInputsDiscardTheClaim(t *testing.T) {
 	}
 }
 
+// A claim is dispatched only with the plan it claimed, as it was: a plan
+// rewritten in the store after the claim blocks; a plan gone is observed
+// again.
+func TestSchemaPassClaimedPlanIsVerifiedBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	plan := published(obs, "p1")
+	claimed := func(mutate func(*SchemaPassInput)) Decision {
+		in := withCurrent(input(api.ApplyAlways), plan)
+		in.Observation = obs
+		in.Status.ActiveOperation = SchemaPass(in).Operation
+		in.Rederived = in.Status.ActiveOperation.InputFingerprint
+		mutate(&in)
+		return SchemaPass(in)
+	}
+	if d := claimed(func(*SchemaPassInput) {}); d.Step != StepDispatch {
+		t.Fatalf("untouched: got %s, want Dispatch", d.Step)
+	}
+	d := claimed(func(in *SchemaPassInput) {
+		tampered := plan
+		tampered.Spec.Statements = []api.PlanStatement{{SQL: "DROP TABLE public.t", Hazards: []string{}}}
+		in.CurrentPlan = &tampered
+	})
+	if d.Step != StepWriteStatus || !d.Stable || d.Status.Reason != api.ReasonPlanTampered || d.Status.ActiveOperation != nil {
+		t.Fatalf("statements rewritten: got %s %s claim=%v; want Blocked PlanTampered, claim dropped", d.Step, d.Status.Reason, d.Status.ActiveOperation)
+	}
+	d = claimed(func(in *SchemaPassInput) {
+		other := published(observation(true), "p2")
+		other.UID = plan.UID
+		in.CurrentPlan = &other // consistent in itself, but not what was claimed
+	})
+	if d.Status.Reason != api.ReasonPlanTampered || d.Status.ActiveOperation != nil {
+		t.Fatalf("another plan under the claimed UID: got %s %s; want Blocked PlanTampered", d.Step, d.Status.Reason)
+	}
+	d = claimed(func(in *SchemaPassInput) { in.CurrentPlan = nil })
+	if d.Step != StepWriteStatus || d.Stable || d.Status.ActiveOperation != nil || d.Status.Plan != nil {
+		t.Fatalf("plan gone: got %s stable=%v claim=%v; want the claim dropped and the pass continued", d.Step, d.Stable, d.Status.ActiveOperation)
+	}
+}
+
 func TestSchemaPassDispatchedClaimIsNeverDispatchedAgain(t *testing.T) {
 	t.Parallel()
 	dispatched := t0.Add(-time.Minute)

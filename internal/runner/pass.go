@@ -250,12 +250,6 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	if in.CurrentPlan == nil || in.CurrentPlan.UID != op.Plan.UID {
 		return true, fmt.Errorf("operation %s claims plan %s, which is gone", op.ID, op.Plan.Name)
 	}
-	if err := verifyClaimedPlan(*in.CurrentPlan, op); err != nil {
-		st := in.Status
-		st.ActiveOperation = nil // nothing was dispatched
-		st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonPlanTampered, err.Error()
-		return true, p.writeStatus(ctx, &obj, st)
-	}
 	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.Schema.Name, op.Deadline)
 	var held *postgres.LeaseHeldError
 	if errors.As(err, &held) {
@@ -309,23 +303,6 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 		return true, nil
 	}
 	return false, nil
-}
-
-// verifyClaimedPlan is the last look at the stored plan before its
-// statements run: they must still hash to the fingerprint the claim
-// recorded. The claim's re-derived input fingerprint covers the recorded
-// fingerprint, not the stored statements, so without this a plan rewritten
-// in the store between the claim and the dispatch (a crash in between
-// leaves all the time in the world) would run as rewritten.
-func verifyClaimedPlan(plan engine.Plan, op api.Operation) error {
-	if err := engine.VerifyPlan(plan); err != nil {
-		return err
-	}
-	if plan.Spec.Fingerprint != op.Plan.Fingerprint {
-		return fmt.Errorf("plan %s (uid %s): %w (operation %s claimed fingerprint %s, the stored plan carries %s); it cannot be applied",
-			plan.Name, plan.UID, engine.ErrPlanTampered, op.ID, op.Plan.Fingerprint, plan.Spec.Fingerprint)
-	}
-	return nil
 }
 
 // classify turns the executor's error into a run result. The writer runs
