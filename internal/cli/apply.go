@@ -126,7 +126,6 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 		res := sel.resources[i]
 		r := t.runner(in)
 		r.Progress = a.progress(res)
-		started := time.Now()
 		out, err := r.Run(ctx, in, runner.Apply)
 		if err != nil {
 			// What ran before is reported; the error says where it stopped.
@@ -134,7 +133,7 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 			return fmt.Errorf("applying %s: %w", res.Ref(), err)
 		}
 		ap := applied{Resource: res, Status: out.Status}
-		ap.Executed = out.Status.Applied != nil && !out.Status.Applied.FinishedAt.Before(started.Truncate(time.Second))
+		ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
 		results = append(results, ap)
 	}
 	if err := a.renderApplied(o.Output, results); err != nil {

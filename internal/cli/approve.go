@@ -105,6 +105,13 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 		return err
 	}
 	defer t.close()
+	// Every store is fenced before any is searched: a newer ptah's records
+	// are refused, not read for a UID.
+	for _, in := range sel.inputs {
+		if err := t.runner(in).Fence(ctx); err != nil {
+			return err
+		}
+	}
 	// The UID says nothing of its database: look in each target's store.
 	for _, in := range sel.inputs {
 		r := t.runner(in)

@@ -186,9 +186,11 @@ type publishedPlan struct{ Name, UID, Fingerprint string }
 
 func (r planResult) changes() bool { return len(r.Plan.Statements) > 0 }
 
-// blocked: the pass stopped before it could plan (e.g. a realm conflict).
+// blocked: the resource cannot proceed; the pass may have stopped before it
+// could plan (a realm conflict), or after (a destructive plan not allowed, a
+// tampered plan).
 func (r planResult) blocked() bool {
-	return r.Status != nil && r.Status.Phase == api.PhaseBlocked && r.Published == nil
+	return r.Status != nil && r.Status.Phase == api.PhaseBlocked
 }
 
 // runPlan loads the resources, resolves everything they point at before

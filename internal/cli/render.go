@@ -189,7 +189,7 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 	fmt.Fprintf(b, "%s %s\n", st.header.Render(r.Resource.Ref()),
 		st.dim.Render(fmt.Sprintf("(%s:%d; schemas: %s; lock timeout %s)",
 			r.Resource.File, r.Resource.Line, strings.Join(spec.Schemas, ", "), r.Plan.LockTimeout)))
-	if r.blocked() {
+	if r.blocked() && r.Published == nil {
 		b.WriteString("\n" + st.danger.Render("Blocked") + " (" + r.Status.Reason + "): " + r.Status.Message + "\n")
 		return
 	}

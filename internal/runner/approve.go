@@ -30,7 +30,7 @@ type ApproveRequest struct {
 // It refuses an unknown UID, a tampered plan, a plan that is not its
 // schema's current one, and a fingerprint other than the plan's.
 func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approval, error) {
-	if err := r.fence(ctx); err != nil {
+	if err := r.Fence(ctx); err != nil {
 		return engine.Approval{}, err
 	}
 	o, err := r.Store.GetByUID(ctx, req.PlanUID)

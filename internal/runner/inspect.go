@@ -27,7 +27,7 @@ type Report struct {
 // nothing, and refuses, like every verb, state a newer ptah wrote.
 func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 	rep := Report{Name: res.Schema.Name}
-	if err := r.fence(ctx); err != nil {
+	if err := r.Fence(ctx); err != nil {
 		return rep, err
 	}
 	identity, err := r.Identity(ctx)

@@ -24,6 +24,7 @@ type pass struct {
 
 	observation *engine.Observation
 	rederived   string
+	dispatched  []string
 }
 
 func (p *pass) loop(ctx context.Context) (Result, error) {
@@ -273,6 +274,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	if err := p.writeStatus(ctx, &obj, st); err != nil {
 		return true, err
 	}
+	p.dispatched = append(p.dispatched, op.ID)
 	failpoint.Hit(FailAfterDispatch)
 
 	runErr := w.Execute(ctx, in.CurrentPlan.UID, ToPlan(in.CurrentPlan.Spec), func(done, total int, s postgres.Statement) {
@@ -323,7 +325,7 @@ func (p *pass) result(ctx context.Context, runErr error) (Result, error) {
 	if err != nil {
 		return Result{Name: p.res.Schema.Name}, errors.Join(runErr, err)
 	}
-	res := Result{Name: o.Name}
+	res := Result{Name: o.Name, Dispatched: p.dispatched}
 	if len(o.Status) > 0 {
 		_ = json.Unmarshal(o.Status, &res.Status)
 	}

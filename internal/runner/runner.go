@@ -64,6 +64,9 @@ type Result struct {
 	Name   string
 	Status api.PtahSchemaStatus
 	Plan   *engine.Plan // the current plan, if any
+	// Dispatched are the operations this run dispatched (in order): each
+	// may have executed SQL. Empty when nothing was sent to the database.
+	Dispatched []string
 }
 
 // Register stores the resource (creating it, or updating its spec, which
@@ -71,7 +74,7 @@ type Result struct {
 func (r *Runner) Register(ctx context.Context, res Resource, identity string) (store.Object, error) {
 	// Registering rewrites the object under this binary's contract version:
 	// refuse first, or a newer ptah's record would be overwritten unread.
-	if err := r.fence(ctx); err != nil {
+	if err := r.Fence(ctx); err != nil {
 		return store.Object{}, err
 	}
 	spec, err := json.Marshal(res.Schema.Spec)
@@ -118,7 +121,7 @@ func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	if err := r.fence(ctx); err != nil {
+	if err := r.Fence(ctx); err != nil {
 		return Result{}, err
 	}
 	// One process at a time runs this resource's pass, as one controller
@@ -149,8 +152,9 @@ func (r *Runner) withLeaseHolder(ctx context.Context, res Resource, identity str
 		err, lease.Holder, lease.Resource, lease.Writer, lease.Deadline.UTC().Format(time.RFC3339))
 }
 
-// fence refuses stored state a newer ptah wrote, before anything else.
-func (r *Runner) fence(ctx context.Context) error {
+// Fence refuses stored state a newer ptah wrote. Every entry point calls it
+// before anything else; a caller that reads the store itself calls it first.
+func (r *Runner) Fence(ctx context.Context) error {
 	objs, err := r.Store.List(ctx, store.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("scanning stored state: %w", err)
