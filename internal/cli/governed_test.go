@@ -73,18 +73,21 @@ spec:
 	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
 }
 
-// ptah runs the ptah binary (this test binary under testscript's "ptah"
-// name) as a separate process, as a user would, with extra environment.
+// ptah runs ptah as a separate process, as a user would, with extra
+// environment: this test binary, started with argv[0] "ptah", which
+// TestMain (testscript.Main) runs as ptah.
 func (p *project) ptah(env []string, args ...string) (code int, stdout, stderr string) {
 	p.t.Helper()
-	if scriptBinDir == "" {
-		p.t.Fatal("the ptah command is not installed: TestMain did not run through testscript")
+	self, err := os.Executable()
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(scriptBinDir, "ptah"), append(args, "-f", p.file)...)
+	cmd := exec.Command(self, append(args, "-f", p.file)...)
+	cmd.Args[0] = "ptah"
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err = cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
