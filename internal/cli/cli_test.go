@@ -131,6 +131,35 @@ Note: privileges and ownership are not managed: grants and owners are neither co
 	}
 }
 
+// A plan that adds enum labels runs them in a transaction of their own
+// first: the reviewer is told, since the plan is then not all-or-nothing.
+func TestPlanTextTellsOfTheEnumTransaction(t *testing.T) {
+	workspace(t)
+	for _, tt := range []struct {
+		labels int
+		want   string
+	}{
+		{1, "Two transactions: statement 1 adds an enum label and commits first"},
+		{2, "Two transactions: statements 1-2 add enum labels and commit first"},
+	} {
+		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+			p := &postgres.Plan{LockTimeout: time.Second}
+			for i := range tt.labels {
+				p.Statements = append(p.Statements, postgres.Statement{SQL: fmt.Sprintf("ALTER TYPE public.s ADD VALUE IF NOT EXISTS 'l%d'", i)})
+			}
+			p.Statements = append(p.Statements, postgres.Statement{SQL: "ALTER TABLE public.t ALTER COLUMN s SET DEFAULT 'l0'"})
+			return p, nil
+		}, "plan")
+		if res.code != 0 || !strings.Contains(res.stdout, tt.want) {
+			t.Errorf("%d labels: exit %d, stdout:\n%s\nwant %q", tt.labels, res.code, res.stdout, tt.want)
+		}
+	}
+	res := runPtah(t, nil, "plan")
+	if strings.Contains(res.stdout, "Two transactions") {
+		t.Errorf("a plan without enum labels is one transaction:\n%s", res.stdout)
+	}
+}
+
 func TestPlanTextNoChanges(t *testing.T) {
 	workspace(t)
 	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {

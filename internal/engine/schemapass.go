@@ -91,6 +91,50 @@ type Decision struct {
 // SchemaPass decides the next step for one PtahSchema (DESIGN.md section 4).
 // The shell carries the step out and calls it again until a stable status.
 func SchemaPass(in SchemaPassInput) Decision {
+	d := schemaPass(in)
+	if d.Step != StepRefuse {
+		d.Status.Conditions = SetReady(d.Status.Conditions, d.Status, in.Generation, in.Now)
+	}
+	return d
+}
+
+// ConditionReady is the one condition a PtahSchema carries: True when the
+// database matches the declaration, with the phase's reason and message
+// otherwise. It mirrors the phase for tools that read conditions (kubectl
+// wait --for=condition=Ready).
+const ConditionReady = "Ready"
+
+// SetReady returns conditions with the Ready condition brought up to date
+// with st. Its transition time moves only when its status flips.
+func SetReady(conditions []api.Condition, st api.PtahSchemaStatus, generation int64, now time.Time) []api.Condition {
+	c := api.Condition{Type: ConditionReady, Status: "False", Reason: st.Reason, Message: st.Message,
+		ObservedGeneration: generation, LastTransitionTime: now}
+	if st.Phase == api.PhaseInSync {
+		c.Status = "True"
+	}
+	if c.Reason == "" {
+		c.Reason = "Pending"
+	}
+	out := make([]api.Condition, 0, len(conditions)+1)
+	found := false
+	for _, old := range conditions {
+		if old.Type != ConditionReady {
+			out = append(out, old)
+			continue
+		}
+		found = true
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		out = append(out, c)
+	}
+	if !found {
+		out = append(out, c)
+	}
+	return out
+}
+
+func schemaPass(in SchemaPassInput) Decision {
 	st := in.Status
 	st.ExecutionBinding = &in.Binding
 	st.ObservedGeneration = in.Generation
