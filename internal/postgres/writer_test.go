@@ -290,18 +290,7 @@ func TestExecuteMidPlanFailpoint(t *testing.T) {
 		t.Errorf("run after the crash = %+v, want recorded, unfinished, no steps", run)
 	}
 	// The server notices the vanished client on its own; give it a moment.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		alive, err := SessionAlive(ctx, observer, run.Writer.PID, run.Writer.BackendStart)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the crashed writer's session %v is still alive", run.Writer)
-		}
-	}
+	waitSessionGone(t, observer, run.Writer)
 	if rels := relations(t, observer); len(rels) != 0 {
 		t.Errorf("after the crash, relations %v are visible", rels)
 	}
@@ -677,22 +666,29 @@ func TestExecuteMidPlanFailpointInTheEnumPhase(t *testing.T) {
 		t.Errorf("run after the crash = %+v, want recorded, unfinished, nothing committed", run)
 	}
 	// The server rolls the enum phase back once it notices the client gone.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		alive, err := SessionAlive(ctx, observer, run.Writer.PID, run.Writer.BackendStart)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the crashed writer's session %v is still alive", run.Writer)
-		}
-	}
+	waitSessionGone(t, observer, run.Writer)
 	if got := strings.Join(enumLabels(t, observer), ","); got != "sad,happy" {
 		t.Errorf("labels after the crash = %s, want none added", got)
 	}
 	if rels := relations(t, observer); len(rels) != 0 {
 		t.Errorf("after the crash, relations %v are visible", rels)
+	}
+}
+
+// waitSessionGone waits until the server has noticed that a crashed
+// client's session is gone (it rolls back the session's transaction then).
+func waitSessionGone(t *testing.T, observer *pgx.Conn, s Session) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		alive, err := SessionAlive(testCtx(t), observer, s.PID, s.BackendStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the crashed writer's session %v is still alive", s)
+		}
 	}
 }
