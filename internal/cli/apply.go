@@ -130,11 +130,19 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 		if err != nil {
 			// What ran before is reported; the error says where it stopped.
 			_ = a.renderApplied(o.Output, results)
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted (%w) while applying %s; ptah apply continues from where it stopped", ctx.Err(), res.Ref())
+			}
 			return fmt.Errorf("applying %s: %w", res.Ref(), err)
 		}
 		ap := applied{Resource: res, Status: out.Status}
 		ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
 		results = append(results, ap)
+		if ctx.Err() != nil {
+			// Interrupted: what ran is recorded; the rest is not started.
+			_ = a.renderApplied(o.Output, results)
+			return fmt.Errorf("interrupted (%w): %s stopped at %s; ptah apply continues from there", ctx.Err(), res.Ref(), out.Status.Phase)
+		}
 	}
 	if err := a.renderApplied(o.Output, results); err != nil {
 		return fmt.Errorf("writing the result: %w", err)

@@ -29,6 +29,8 @@ type project struct {
 	t    *testing.T
 	url  string
 	file string
+	// started, when set, hears of each ptah process as it starts.
+	started func(*os.Process)
 }
 
 const (
@@ -87,7 +89,15 @@ func (p *project) ptah(env []string, args ...string) (code int, stdout, stderr s
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
+	if p.started != nil {
+		if err := cmd.Start(); err != nil {
+			p.t.Fatal(err)
+		}
+		p.started(cmd.Process)
+		err = cmd.Wait()
+	} else {
+		err = cmd.Run()
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -354,6 +364,62 @@ func TestLostConnectionMidApplyIsNeverRetried(t *testing.T) {
 		t.Fatalf("journal: %d runs not committed, %d committed; want the cut one and one new one", cut, committed)
 	}
 	if st := p.status(); st.Lease != nil || st.Status.PendingObservation != nil || st.Status.OwedRelease != nil || st.Status.Phase != "InSync" {
+		t.Fatalf("status: %+v lease %+v", st.Status, st.Lease)
+	}
+}
+
+// TestInterruptedApply: Ctrl-C while the plan waits inside its transaction.
+// ptah exits 130; the transaction rolls back; what it recorded lets the next
+// apply finish the job without running the interrupted operation again.
+func TestInterruptedApply(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, crashBefore, crashDeclared)
+	ctx := context.Background()
+	tx := p.lockUsers()
+	watcher, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	p.started = func(proc *os.Process) {
+		go func() {
+			defer func() { _ = tx.Commit(ctx) }()
+			for range 600 {
+				var waiting bool
+				err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
+					WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock')`).Scan(&waiting)
+				if err == nil && waiting {
+					_ = proc.Signal(os.Interrupt)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	code, stdout, stderr := p.ptah(nil, "apply")
+	p.started = nil
+	t.Logf("interrupted apply: exit %d\n%s%s", code, stdout, stderr)
+	if code != ExitInterrupted {
+		t.Fatalf("interrupted apply: exit %d, want %d\n%s%s", code, ExitInterrupted, stdout, stderr)
+	}
+	var total, committed int
+	p.query(`SELECT count(*), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &total, &committed)
+	if total != 1 || committed != 0 {
+		t.Fatalf("journal after the interrupt: %d runs, %d committed; want 1, 0", total, committed)
+	}
+	// The run was accounted for despite the interrupt: it certainly rolled
+	// back, and the record says so.
+	if st := p.status(); st.Status.ActiveOperation != nil || st.Status.Applied == nil || st.Status.Applied.Outcome != "Failed" {
+		t.Fatalf("status after the interrupt: %+v", st.Status)
+	}
+	if code, out, errs := p.ptah(nil, "apply"); code != 0 || !strings.Contains(out, "InSync. Applied plan") {
+		t.Fatalf("apply after the interrupt: exit %d\n%s%s", code, out, errs)
+	}
+	p.query(`SELECT count(*), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &total, &committed)
+	if total != 2 || committed != 1 {
+		t.Fatalf("journal: %d runs, %d committed; want the interrupted one and one new one", total, committed)
+	}
+	if st := p.status(); st.Lease != nil || st.Status.Phase != "InSync" || st.Status.OwedRelease != nil {
 		t.Fatalf("status: %+v lease %+v", st.Status, st.Lease)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/failpoint"
@@ -283,6 +284,10 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 		}
 	})
 	failpoint.Hit(FailAfterExecution)
+	// Accounting and the release happen even when the caller gave up
+	// (Ctrl-C): they record what was done, and are bounded on their own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)
+	defer cancel()
 	result, message := classify(runErr)
 	st = engine.Account(st, marked, result, message, p.Now())
 	if err := p.writeStatus(ctx, &obj, st); err != nil {
@@ -306,6 +311,9 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	}
 	return false, nil
 }
+
+// accountTimeout bounds the writes that record a run after it ended.
+const accountTimeout = 30 * time.Second
 
 // classify turns the executor's error into a run result. The writer runs
 // the plan in one transaction: only a plan that certainly never committed
