@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -58,4 +60,50 @@ func BenchmarkPlanPass(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPlanPassHistory measures a plan-only pass over a store that has
+// accumulated history: N earlier plans of 20 statements each, with an
+// approval apiece, as a long-lived database collects them.
+func BenchmarkPlanPassHistory(b *testing.B) {
+	for _, n := range []int{0, 500} {
+		b.Run(fmt.Sprintf("plans=%d", n), func(b *testing.B) {
+			url := pgtest.NewDB(b)
+			pgtest.Exec(b, url, "CREATE TABLE users (id int PRIMARY KEY);")
+			ctx := context.Background()
+			r, err := newRunner(ctx, url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Target.Close(ctx)
+			var stmts []api.PlanStatement
+			for i := range 20 {
+				stmts = append(stmts, api.PlanStatement{SQL: fmt.Sprintf("ALTER TABLE public.users ADD COLUMN c%d text NOT NULL DEFAULT 'some default value'", i), Hazards: []string{}})
+			}
+			for i := range n {
+				spec, _ := json.Marshal(api.PtahSchemaPlanSpec{Schema: api.ObjectReference{Name: "app", UID: "old"}, Statements: stmts, LockTimeout: "5s"})
+				if _, err := r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchemaPlan, Namespace: "default", Name: fmt.Sprintf("app-old%d", i),
+					ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelSchema: "app"}, Spec: spec}); err != nil {
+					b.Fatal(err)
+				}
+				aspec, _ := json.Marshal(api.PtahSchemaApprovalSpec{Plan: api.ObjectReference{Name: fmt.Sprintf("app-old%d", i), UID: "x"}, Schema: "app", Approver: "ana"})
+				if _, err := r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchemaApproval, Namespace: "default", Name: fmt.Sprintf("app-old%d-a", i),
+					ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelSchema: "app"}, Spec: aspec,
+					Status: json.RawMessage(`{"stale":true}`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := &api.PtahSchema{Spec: api.PtahSchemaSpec{Schemas: []string{"public"}, Policy: api.Policy{Apply: api.ApplyOnApproval, LockTimeout: "5s"}}}
+			s.Name = "app"
+			res := Resource{Schema: s, TargetURL: url, Files: []postgres.SourceFile{{Name: "schema.sql", SQL: "CREATE TABLE users (id int PRIMARY KEY); CREATE TABLE posts (id int);"}}}
+			if _, err := r.Run(ctx, res, PlanOnly); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := r.Run(ctx, res, PlanOnly); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -66,7 +66,9 @@ func planOnly(in engine.SchemaPassInput, d engine.Decision) engine.Decision {
 
 // gather reads everything the pass decides from.
 func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object, error) {
-	all, err := p.Store.List(ctx, store.ListOptions{})
+	// The fence and the census need only what the store records about each
+	// object; plans, which accumulate, are not read but for the current one.
+	all, err := p.Store.List(ctx, store.ListOptions{MetadataOnly: true})
 	if err != nil {
 		return engine.SchemaPassInput{}, store.Object{}, fmt.Errorf("reading stored state: %w", err)
 	}
@@ -75,28 +77,35 @@ func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object
 		Stored: storedVersions(all), Observation: p.observation, Rederived: p.rederived,
 		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
 	}
-	var self store.Object
 	for _, o := range all {
-		switch o.Kind {
-		case api.KindPtahSchema:
-			c := engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
-				CoordinationDigest: o.Labels[LabelCoordination], SharedRealm: o.Labels[LabelSharedRealm] == "true"}
-			in.Realm = append(in.Realm, c)
-			if o.Namespace == p.res.namespace() && o.Name == p.res.Schema.Name {
-				self, in.Self = o, c
-			}
-		case api.KindPtahSchemaApproval:
-			if o.Labels[LabelSchema] == p.res.Schema.Name {
-				a, err := decodeApproval(o)
-				if err != nil {
-					return in, self, err
-				}
-				in.Approvals = append(in.Approvals, a)
-			}
+		if o.Kind != api.KindPtahSchema {
+			continue
+		}
+		c := engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+			CoordinationDigest: o.Labels[LabelCoordination], SharedRealm: o.Labels[LabelSharedRealm] == "true"}
+		in.Realm = append(in.Realm, c)
+		if o.Namespace == p.res.namespace() && o.Name == p.res.Schema.Name {
+			in.Self = c
 		}
 	}
-	if self.UID == "" {
+	self, err := p.Store.Get(ctx, api.KindPtahSchema, p.res.namespace(), p.res.Schema.Name)
+	if errors.Is(err, store.ErrNotFound) {
 		return in, self, fmt.Errorf("%s is not registered in the store", p.res.Schema.Name)
+	}
+	if err != nil {
+		return in, self, err
+	}
+	approvals, err := p.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaApproval, Namespace: p.res.namespace(),
+		Labels: map[string]string{LabelSchema: p.res.Schema.Name}})
+	if err != nil {
+		return in, self, fmt.Errorf("reading the approvals of %s: %w", p.res.Schema.Name, err)
+	}
+	for _, o := range approvals {
+		a, err := decodeApproval(o)
+		if err != nil {
+			return in, self, err
+		}
+		in.Approvals = append(in.Approvals, a)
 	}
 	in.UID, in.Generation = self.UID, self.Generation
 	if len(self.Status) > 0 {

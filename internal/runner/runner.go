@@ -155,7 +155,7 @@ func (r *Runner) withLeaseHolder(ctx context.Context, res Resource, identity str
 // Fence refuses stored state a newer ptah wrote. Every entry point calls it
 // before anything else; a caller that reads the store itself calls it first.
 func (r *Runner) Fence(ctx context.Context) error {
-	objs, err := r.Store.List(ctx, store.ListOptions{})
+	objs, err := r.Store.List(ctx, store.ListOptions{MetadataOnly: true})
 	if err != nil {
 		return fmt.Errorf("scanning stored state: %w", err)
 	}

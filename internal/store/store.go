@@ -56,6 +56,9 @@ type ListOptions struct {
 	Kind      string            // "" lists every kind (the stored-state fence scans all)
 	Namespace string            // "" lists every namespace
 	Labels    map[string]string // objects carrying all of these labels
+	// MetadataOnly leaves Spec and Status out of the listed objects: what
+	// the stored-state fence and a census need, without reading every plan.
+	MetadataOnly bool
 }
 
 // Store keeps objects durably. Every implementation passes the contract

@@ -77,7 +77,11 @@ func (s *Store) List(_ context.Context, opts store.ListOptions) ([]store.Object,
 	var out []store.Object
 	for k, obj := range s.objs {
 		if selected(k, obj, opts) {
-			out = append(out, clone(obj))
+			c := clone(obj)
+			if opts.MetadataOnly {
+				c.Spec, c.Status = nil, nil
+			}
+			out = append(out, c)
 		}
 	}
 	slices.SortFunc(out, func(a, b store.Object) int {

@@ -56,6 +56,10 @@ func New(ctx context.Context, db DB) (*Store, error) {
 const columns = `uid, kind, namespace, name, resource_version, generation, contract_version,
 	immutable, labels, spec, status, created_at, updated_at`
 
+// metadataColumns is columns with spec and status read as NULL.
+const metadataColumns = `uid, kind, namespace, name, resource_version, generation, contract_version,
+	immutable, labels, NULL::jsonb, NULL::jsonb, created_at, updated_at`
+
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, kind, namespace, name string) (store.Object, error) {
 	obj, err := s.queryOne(ctx, `SELECT `+columns+` FROM ptah.objects
@@ -77,7 +81,11 @@ func (s *Store) GetByUID(ctx context.Context, uid string) (store.Object, error) 
 
 // List implements store.Store.
 func (s *Store) List(ctx context.Context, opts store.ListOptions) ([]store.Object, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+columns+` FROM ptah.objects
+	selectList := columns
+	if opts.MetadataOnly {
+		selectList = metadataColumns
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+selectList+` FROM ptah.objects
 		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR namespace = $2) AND labels @> $3::jsonb
 		ORDER BY kind, namespace, name`,
 		opts.Kind, opts.Namespace, labelsArg(opts.Labels))

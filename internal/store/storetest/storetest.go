@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"EmptyNamespaceIsAllowed", testEmptyNamespaceIsAllowed},
 		{"EmptyValuesReadBackAsNil", testEmptyValuesReadBackAsNil},
 		{"ListSelectsAndSorts", testListSelectsAndSorts},
+		{"ListMetadataOnlyOmitsSpecAndStatus", testListMetadataOnly},
 		{"UpdateWithStaleResourceVersionConflicts", testUpdateStaleResourceVersion},
 		{"UpdateWithAnotherUIDConflicts", testUpdateWithAnotherUID},
 		{"UpdateOfMissingObjectIsNotFound", testUpdateMissing},
@@ -319,6 +320,31 @@ func testListSelectsAndSorts(t *testing.T, s store.Store) {
 		if !reflect.DeepEqual(names, tc.want) {
 			t.Errorf("List(%+v) = %q, want %q", tc.opts, names, tc.want)
 		}
+	}
+}
+
+func testListMetadataOnly(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	o := obj(kindA, "a", `{"big": "spec"}`)
+	o.Labels = map[string]string{"schema": "a"}
+	created := mustCreate(t, s, o)
+	created.Status = json.RawMessage(`{"phase": "InSync"}`)
+	created, err := s.UpdateStatus(ctx, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx, store.ListOptions{Labels: map[string]string{"schema": "a"}, MetadataOnly: true})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("List metadata only: %v, %d objects", err, len(got))
+	}
+	want := created
+	want.Spec, want.Status = nil, nil
+	if !reflect.DeepEqual(got[0], want) {
+		t.Errorf("metadata only:\n got %+v\nwant %+v", got[0], want)
+	}
+	full, err := s.List(ctx, store.ListOptions{Kind: kindA})
+	if err != nil || len(full) != 1 || !reflect.DeepEqual(full[0], created) {
+		t.Errorf("a full list after a metadata-only one: %+v, %v", full, err)
 	}
 }
 
