@@ -58,6 +58,8 @@ func (p pgtestM) Run() int {
 //	                              and print the rows of every result
 //	dbrole VAR                    create a LOGIN role without CREATEDB and set
 //	                              VAR to $DATABASE_URL connecting as it
+//	dbcreate VAR                  create another database on the same server
+//	                              and set VAR to its URL
 //	setjson VAR PATH              set VAR to the value at PATH (dot-separated
 //	                              keys and array indexes, e.g.
 //	                              items.0.plan.metadata.uid) in the JSON of
@@ -84,10 +86,11 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits":   cmdExits,
-			"sql":     cmdSQL,
-			"dbrole":  cmdDBRole,
-			"setjson": cmdSetJSON,
+			"exits":    cmdExits,
+			"sql":      cmdSQL,
+			"dbrole":   cmdDBRole,
+			"dbcreate": cmdDBCreate,
+			"setjson":  cmdSetJSON,
 		},
 	})
 }
@@ -227,4 +230,39 @@ func cmdSetJSON(ts *testscript.TestScript, neg bool, args []string) {
 		s = string(b)
 	}
 	ts.Setenv(args[0], s)
+}
+
+var dbCounter atomic.Int64
+
+func cmdDBCreate(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: dbcreate VAR")
+	}
+	base := ts.Getenv("DATABASE_URL")
+	name := fmt.Sprintf("%s_%d", ts.Getenv("DATABASE_NAME"), dbCounter.Add(1))
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0"); err != nil {
+		ts.Fatalf("dbcreate: %v", err)
+	}
+	ts.Defer(func() {
+		if err := exec("DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"); err != nil {
+			ts.Logf("dropping database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		ts.Fatalf("dbcreate: %v", err)
+	}
+	u.Path = "/" + name
+	ts.Setenv(args[0], u.String())
 }
