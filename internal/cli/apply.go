@@ -157,7 +157,7 @@ func phaseError(results []applied) error {
 	worst, rank := error(nil), 0
 	var lines []string
 	for _, r := range results {
-		err, n := phaseOutcome(r.Status.Phase)
+		n, err := phaseOutcome(r.Status.Phase)
 		if err == nil {
 			continue
 		}
@@ -173,18 +173,20 @@ func phaseError(results []applied) error {
 	return fmt.Errorf("%w: %s", worst, strings.Join(lines, "; "))
 }
 
-func phaseOutcome(p api.Phase) (error, int) {
+// phaseOutcome ranks where a resource stopped (0: InSync, higher: worse)
+// and gives the error that carries its exit code.
+func phaseOutcome(p api.Phase) (int, error) {
 	switch p {
 	case api.PhaseInSync:
-		return nil, 0
+		return 0, nil
 	case api.PhaseAwaitingApproval:
-		return errAwaitingApproval, 1
+		return 1, errAwaitingApproval
 	case api.PhasePlanned, api.PhaseBlocked:
-		return errBlocked, 2
+		return 2, errBlocked
 	case api.PhaseFailed:
-		return errApplyFailed, 3
+		return 3, errApplyFailed
 	}
-	return fmt.Errorf("the pass ended in phase %s", p), 4
+	return 4, fmt.Errorf("the pass ended in phase %s", p)
 }
 
 // progress reports each statement as it starts, on a terminal only: logs
