@@ -7,6 +7,7 @@ LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
 # The whole suite starts its own PostgreSQL servers and runs hundreds of
 # databases; on a small machine under load it takes minutes, not seconds.
 TEST_TIMEOUT ?= 25m
+STATICCHECK  ?= v0.8.2
 
 .PHONY: all build test lint demo bench clean
 
@@ -22,6 +23,7 @@ lint:
 	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
 	if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
 
 demo:
 	$(GO) run ./examples/demo

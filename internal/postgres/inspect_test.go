@@ -77,7 +77,6 @@ func equal(t *testing.T, what string, got, want any) {
 
 func tableID(name string) ID { return ID{Kind: KindTable, Schema: "public", Name: name} }
 func seqID(name string) ID   { return ID{Kind: KindSequence, Schema: "public", Name: name} }
-func indexID(name string) ID { return ID{Kind: KindIndex, Schema: "public", Name: name} }
 func publicSchema() ID       { return ID{Kind: KindSchema, Name: "public"} }
 func conID(table, name string) ID {
 	return ID{Kind: KindConstraint, Schema: "public", Name: table, Sub: name}

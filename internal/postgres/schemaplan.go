@@ -140,7 +140,7 @@ func applicationName() string {
 }
 
 func connectError(cfg *pgx.ConnConfig, err error) error {
-	reason := err.Error()
+	var reason string
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		reason = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
