@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -55,6 +56,10 @@ func (a *app) newStatusCmd() *cobra.Command {
 type (
 	statusOutput struct {
 		Items []statusItem `json:"items"`
+		// Unlisted are resources registered in the targets' databases that
+		// the file does not declare (status without NAMEs only): they still
+		// count in the realm census.
+		Unlisted []string `json:"unlisted,omitempty"`
 	}
 	statusItem struct {
 		Resource ref `json:"resource"`
@@ -102,15 +107,46 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 		}
 		items[i] = item
 	}
-	if o.Output == outputJSON {
-		return writeJSON(a.stdout, statusOutput{Items: items})
+	out := statusOutput{Items: items}
+	if len(o.Names) == 0 {
+		if out.Unlisted, err = t.unlisted(ctx, sel); err != nil {
+			return err
+		}
 	}
-	return a.renderStatusText(items)
+	if o.Output == outputJSON {
+		return writeJSON(a.stdout, out)
+	}
+	return a.renderStatusText(out)
 }
 
-func (a *app) renderStatusText(items []statusItem) error {
+// unlisted are the resources registered in the selection's databases that
+// the selection does not hold.
+func (t *targets) unlisted(ctx context.Context, sel *selection) ([]string, error) {
+	declared := map[string]bool{}
+	for _, in := range sel.inputs {
+		declared[in.TargetURL+"\x00"+in.Registration()] = true
+	}
+	var out []string
+	for url, r := range t.byURL {
+		names, err := r.Registered(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if !declared[url+"\x00"+n] {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (a *app) renderStatusText(out statusOutput) error {
+	items := out.Items
 	st := newStyles(a.stdout, colorProfile(a.stdout))
 	var b strings.Builder
+
 	row := func(label, value string) { fmt.Fprintf(&b, "  %-20s %s\n", label+":", value) }
 	for i, it := range items {
 		if i > 0 {
@@ -169,6 +205,10 @@ func (a *app) renderStatusText(items []statusItem) error {
 		} else {
 			row("lease", "free")
 		}
+	}
+	if len(out.Unlisted) > 0 {
+		fmt.Fprintf(&b, "\nAlso registered in these databases, not declared in this file (each counts in the realm census):\n  %s\n",
+			strings.Join(out.Unlisted, "\n  "))
 	}
 	_, err := io.WriteString(a.stdout, b.String())
 	return err

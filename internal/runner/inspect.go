@@ -54,3 +54,22 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 	rep.LeaseWriterAlive, err = postgres.SessionAlive(ctx, r.Target, rep.Lease.Writer.PID, rep.Lease.Writer.BackendStart)
 	return rep, err
 }
+
+// Registered lists the resources registered in this runner's database, as
+// "Kind namespace/name", sorted: every one of them counts in the census.
+func (r *Runner) Registered(ctx context.Context) ([]string, error) {
+	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchema, MetadataOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("listing registered resources: %w", err)
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.Kind + " " + o.Namespace + "/" + o.Name
+	}
+	return out, nil
+}
+
+// Registration is how Registered names res.
+func (res Resource) Registration() string {
+	return api.KindPtahSchema + " " + res.namespace() + "/" + res.Schema.Name
+}
