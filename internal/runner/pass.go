@@ -207,13 +207,29 @@ func (p *pass) writeStatus(ctx context.Context, obj *store.Object, st api.PtahSc
 	if err != nil {
 		return fmt.Errorf("encoding status: %w", err)
 	}
-	obj.Status, obj.ContractVersion = raw, api.ContractVersion
-	updated, err := p.Store.UpdateStatus(ctx, *obj)
-	if err != nil {
-		return fmt.Errorf("writing the status of %s: %w", obj.Name, err)
+	for attempt := 0; ; attempt++ {
+		obj.Status, obj.ContractVersion = raw, api.ContractVersion
+		updated, err := p.Store.UpdateStatus(ctx, *obj)
+		if err == nil {
+			*obj = updated
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == 4 {
+			return fmt.Errorf("writing the status of %s: %w", obj.Name, err)
+		}
+		// Only the holder of the pass lock writes this status; a conflict
+		// is another process registering the resource (its spec or
+		// labels), which leaves the status as this pass last wrote it.
+		// Write it again over the new version of the same object.
+		fresh, gerr := p.Store.Get(ctx, obj.Kind, obj.Namespace, obj.Name)
+		if gerr != nil {
+			return fmt.Errorf("writing the status of %s: %w (re-reading it: %w)", obj.Name, err, gerr)
+		}
+		if fresh.UID != obj.UID {
+			return fmt.Errorf("writing the status of %s: the object was deleted and created again (uid %s, now %s)", obj.Name, obj.UID, fresh.UID)
+		}
+		*obj = fresh
 	}
-	*obj = updated
-	return nil
 }
 
 func (p *pass) markStale(ctx context.Context, stale []engine.Approval) error {

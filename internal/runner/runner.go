@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +95,8 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 		case errors.Is(err, store.ErrNotFound):
 			obj, err = r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchema, Namespace: res.namespace(), Name: res.Schema.Name,
 				ContractVersion: api.ContractVersion, Labels: labels, Spec: spec})
+		case err == nil && registered(obj, spec, labels):
+			return obj, nil // nothing to write: concurrent runs of one file do not contend
 		case err == nil:
 			obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
 			obj, err = r.Store.Update(ctx, obj)
@@ -102,6 +106,19 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 		}
 		return obj, err
 	}
+}
+
+// registered reports whether obj already records spec and labels under
+// this binary's contract version.
+func registered(obj store.Object, spec []byte, labels map[string]string) bool {
+	if obj.ContractVersion != api.ContractVersion || !maps.Equal(obj.Labels, labels) {
+		return false
+	}
+	var stored, wanted any
+	if json.Unmarshal(obj.Spec, &stored) != nil || json.Unmarshal(spec, &wanted) != nil {
+		return false
+	}
+	return reflect.DeepEqual(stored, wanted)
 }
 
 // Identity is the target identity digest of the runner's database.

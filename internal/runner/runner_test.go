@@ -213,3 +213,67 @@ func TestRuntimeVerifierRejectsStoredFutureControllerState(t *testing.T) {
 func storeList(kind string) store.ListOptions { return store.ListOptions{Kind: kind} }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// Another process registering the resource while a run executes (a second
+// ptah apply starting, or one with an edited ptah.yaml) must not cost the
+// run its accounting: the pass lock keeps the status this pass's alone, and
+// a registration changes only spec and labels.
+func TestRegistrationDuringARunKeepsItsAccounting(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyAlways, v2)
+	other, err := newRunner(context.Background(), f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Target.Close(context.Background())
+	identity := f.identity()
+
+	edited := *res.Schema
+	edited.Spec.Policy.LockTimeout = "6s" // a spec change: a new generation
+	editedRes := res
+	editedRes.Schema = &edited
+	registeredMidRun := false
+	f.r.Progress = func(done, total int, sql string) {
+		if done == 1 && !registeredMidRun {
+			registeredMidRun = true
+			if _, err := other.Register(context.Background(), editedRes, identity); err != nil {
+				t.Errorf("registering mid-run: %v", err)
+			}
+		}
+	}
+	out, err := f.r.Run(context.Background(), res, Apply)
+	if err != nil {
+		t.Fatalf("the run lost its accounting to a concurrent registration: %v", err)
+	}
+	if !registeredMidRun {
+		t.Fatal("the plan ran no statement; the test registered nothing mid-run")
+	}
+	if a := out.Status.Applied; a == nil || a.Outcome != api.OutcomeSucceeded || len(out.Dispatched) != 1 || a.OperationID != out.Dispatched[0] {
+		t.Fatalf("applied record: %+v, dispatched %v", out.Status.Applied, out.Dispatched)
+	}
+}
+
+// Registering an unchanged resource writes nothing, so concurrent runs of
+// one file do not contend on the object at all.
+func TestRegisteringAnUnchangedResourceWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyOnApproval, v2)
+	first, err := f.r.Register(context.Background(), res, f.identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.r.Register(context.Background(), res, f.identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != first.ResourceVersion || again.Generation != first.Generation {
+		t.Fatalf("unchanged registration wrote: resourceVersion %d -> %d", first.ResourceVersion, again.ResourceVersion)
+	}
+	res.Schema.Spec.Policy.AllowDestructive = true
+	changed, err := f.r.Register(context.Background(), res, f.identity())
+	if err != nil || changed.Generation != first.Generation+1 {
+		t.Fatalf("a spec change must bump the generation: %+v, %v", changed, err)
+	}
+}
