@@ -38,13 +38,18 @@ var scriptBinDir string
 
 // pgtestM hands testscript's m.Run to pgtest.Main. pgtest.Main exits the
 // process itself, so testscript never gets to remove its directory of
-// command binaries; TestScripts removes it instead once the scripts are done.
+// command binaries; pgtest.Main's after hook removes it instead.
 type pgtestM struct{ m *testing.M }
 
 func (p pgtestM) Run() int {
-	// testscript has just put its command directory first on PATH.
+	// testscript has just put its command directory first on PATH; it is
+	// removed once every test has run (-count=N runs TestScripts N times).
 	scriptBinDir, _, _ = strings.Cut(os.Getenv("PATH"), string(os.PathListSeparator))
-	pgtest.Main(p.m)
+	pgtest.Main(p.m, func() {
+		if dir := filepath.Dir(scriptBinDir); strings.HasPrefix(filepath.Base(dir), "testscript-main") {
+			os.RemoveAll(dir)
+		}
+	})
 	return 0 // not reached: pgtest.Main exits
 }
 
@@ -65,9 +70,6 @@ func (p pgtestM) Run() int {
 //	                              items.0.plan.metadata.uid) in the JSON of
 //	                              the last command's stdout
 func TestScripts(t *testing.T) {
-	if dir := filepath.Dir(scriptBinDir); strings.HasPrefix(filepath.Base(dir), "testscript-main") {
-		t.Cleanup(func() { os.RemoveAll(dir) })
-	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testscripts"),
 		RequireExplicitExec: true,

@@ -33,9 +33,13 @@ var (
 	counter atomic.Int64
 )
 
-// Main runs the tests and stops the server they started, if any.
-func Main(m *testing.M) {
+// Main runs the tests, then the after functions, and stops the server they
+// started, if any.
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if server != nil {
 		if err := server.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stopping server:", err)
