@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"testing"
 	"time"
 
 	"github.com/ptah-run/ptah/internal/failpoint"
@@ -16,8 +15,8 @@ import (
 
 // Crash tests run one pass in a child process that dies at a failpoint, and
 // then assert what the next pass, in the test process, makes of what was
-// left. The child is this test binary again, running only
-// TestHelperProcess (the usual Go helper-process pattern).
+// left. The child is this test binary again, which TestMain turns into
+// runCrashChild when helperEnv is set (no test runs in it).
 //
 // The child never starts a PostgreSQL server of its own: pgtest.Main only
 // stops a server that was started, and a server is only started by the
@@ -41,13 +40,9 @@ type helperRequest struct {
 // reaching the failpoint: the test set up the wrong situation.
 const helperNoCrash = 3
 
-// TestHelperProcess is not a test: it is the child of crashAt, and skips
-// when run any other way.
-func TestHelperProcess(t *testing.T) {
-	raw := os.Getenv(helperEnv)
-	if raw == "" {
-		t.Skip("the child process of the crash tests; runs only under crashAt")
-	}
+// runCrashChild is the child of crashAt: TestMain runs it, instead of the
+// tests, when helperEnv carries a request. It never returns.
+func runCrashChild(raw string) {
 	var req helperRequest
 	if err := json.Unmarshal([]byte(raw), &req); err != nil {
 		fmt.Fprintln(os.Stderr, "helper: decoding the request:", err)
@@ -77,7 +72,7 @@ func (f *fixture) crashAt(point string, res Resource, mode Mode) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(),
 		helperEnv+"="+string(raw),
 		failpoint.EnvVar+"="+point,

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,12 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(helperEnv); raw != "" {
+		runCrashChild(raw)
+	}
+	pgtest.Main(m)
+}
 
 // fixture is a target database with ptah's store in it, and a runner.
 type fixture struct {
