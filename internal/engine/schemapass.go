@@ -74,6 +74,11 @@ type SchemaPassInput struct {
 
 	NewOperationID string        // used if the pass claims
 	RunTimeout     time.Duration // a claim's deadline is Now + RunTimeout
+
+	// PlanOnly bounds the pass to publishing (ptah plan): it never claims,
+	// never carries an undispatched claim forward, and never dispatches.
+	// It still settles what a dead run left behind.
+	PlanOnly bool
 }
 
 // Decision is the pass's answer. Status is always the complete status to
@@ -92,10 +97,36 @@ type Decision struct {
 // The shell carries the step out and calls it again until a stable status.
 func SchemaPass(in SchemaPassInput) Decision {
 	d := schemaPass(in)
+	if in.PlanOnly {
+		d = planOnly(in, d)
+	}
 	if d.Step != StepRefuse {
 		d.Status.Conditions = SetReady(d.Status.Conditions, d.Status, in.Generation, in.Now)
 	}
 	return d
+}
+
+// planOnly stops a plan-only pass where it would start executing.
+func planOnly(in SchemaPassInput, d Decision) Decision {
+	switch {
+	case d.Step == StepWriteStatus && d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil:
+		st := d.Status
+		st.ActiveOperation = nil // authorized, not claimed: ptah apply claims it
+		return stable(st, api.PhaseApproved, api.ReasonApproved, "the plan is authorized; ptah apply runs it")
+	case d.Step == StepRederive || d.Step == StepDispatch:
+		op := in.Status.ActiveOperation
+		return stable(d.Status, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf(
+			"operation %s claimed plan %s and was interrupted before it ran; ptah apply continues it", op.ID, op.Plan.Name))
+	}
+	return d
+}
+
+// LeaseHeld is the status when a claim could not take the database's lease
+// at dispatch: the claim is dropped, since nothing of it was dispatched,
+// and the resource is Blocked naming the holder. The next pass plans anew.
+func LeaseHeld(st api.PtahSchemaStatus, holder string) api.PtahSchemaStatus {
+	st.ActiveOperation = nil
+	return withPhase(st, api.PhaseBlocked, api.ReasonLeaseHeld, holder)
 }
 
 // ConditionReady is the one condition a PtahSchema carries: True when the

@@ -355,3 +355,46 @@ func TestReadyConditionFollowsThePhase(t *testing.T) {
 		t.Fatalf("pass: %+v", d.Status)
 	}
 }
+
+// A plan-only pass (ptah plan) publishes and may settle, but never claims,
+// re-derives or dispatches.
+func TestSchemaPassPlanOnlyNeverExecutes(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	plan := published(obs, "p1")
+	in := withCurrent(input(api.ApplyAlways), plan)
+	in.Observation = obs
+	in.PlanOnly = true
+	d := SchemaPass(in)
+	if d.Step != StepWriteStatus || !d.Stable || d.Status.ActiveOperation != nil || d.Status.Phase != api.PhaseApproved {
+		t.Fatalf("authorized plan: got %s %s claim=%v; want Approved, no claim", d.Step, d.Status.Phase, d.Status.ActiveOperation)
+	}
+
+	// A claim an interrupted apply left: not re-derived, not dispatched, kept.
+	in.PlanOnly = false
+	in.Status.ActiveOperation = SchemaPass(in).Operation
+	in.PlanOnly = true
+	for _, rederived := range []string{"", in.Status.ActiveOperation.InputFingerprint} {
+		in.Rederived = rederived
+		d = SchemaPass(in)
+		if d.Step != StepWriteStatus || !d.Stable || d.Status.ActiveOperation == nil || d.Status.Phase != api.PhaseApplying {
+			t.Fatalf("rederived %q: got %s %s claim=%v; want the claim kept and the pass stopped", rederived, d.Step, d.Status.Phase, d.Status.ActiveOperation)
+		}
+	}
+
+	// Settling a dead run is not execution: it still happens.
+	dispatched := t0
+	in.Status.ActiveOperation.DispatchedAt = &dispatched
+	if d := SchemaPass(in); d.Status.PendingObservation == nil || d.Status.ActiveOperation != nil {
+		t.Fatalf("dead dispatched run: got %+v; want it settled into a pending observation", d.Status)
+	}
+}
+
+func TestLeaseHeldDropsTheClaim(t *testing.T) {
+	t.Parallel()
+	st := api.PtahSchemaStatus{ActiveOperation: &api.Operation{ID: "op-1"}}
+	got := LeaseHeld(st, "operation op-0 holds it")
+	if got.ActiveOperation != nil || got.Phase != api.PhaseBlocked || got.Reason != api.ReasonLeaseHeld || got.Message != "operation op-0 holds it" {
+		t.Fatalf("%+v", got)
+	}
+}

@@ -34,34 +34,14 @@ func (p *pass) loop(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		in.PlanOnly = p.mode == PlanOnly
 		d := engine.SchemaPass(in)
-		if p.mode == PlanOnly {
-			d = planOnly(in, d)
-		}
 		done, err := p.act(ctx, obj, in, d)
 		if err != nil || done {
 			return p.result(ctx, err)
 		}
 	}
 	return Result{}, fmt.Errorf("%s: the pass did not settle after %d steps; this is a bug", p.res.Schema.Name, maxStepsWithoutChange)
-}
-
-// planOnly bounds a pass that may not execute: ptah plan never claims,
-// never re-derives a claim left by an interrupted apply, and never
-// dispatches. It may still settle what a dead run left behind.
-func planOnly(in engine.SchemaPassInput, d engine.Decision) engine.Decision {
-	switch {
-	case d.Step == engine.StepWriteStatus && d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil:
-		d = engine.Decision{Step: engine.StepWriteStatus, Stable: true, Status: in.Status}
-		d.Status.Phase, d.Status.Reason = api.PhaseApproved, api.ReasonApproved
-		d.Status.Message = "the plan is authorized; ptah apply runs it"
-	case d.Step == engine.StepRederive || d.Step == engine.StepDispatch:
-		op := in.Status.ActiveOperation
-		d = engine.Decision{Step: engine.StepWriteStatus, Stable: true, Status: in.Status}
-		d.Status.Phase, d.Status.Reason = api.PhaseApplying, api.ReasonApplying
-		d.Status.Message = fmt.Sprintf("operation %s claimed plan %s and was interrupted before it ran; ptah apply continues it", op.ID, op.Plan.Name)
-	}
-	return d
 }
 
 // gather reads everything the pass decides from.
@@ -280,10 +260,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.Schema.Name, op.Deadline)
 	var held *postgres.LeaseHeldError
 	if errors.As(err, &held) {
-		st := in.Status
-		st.ActiveOperation = nil // nothing was dispatched
-		st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonLeaseHeld, held.Error()
-		return true, p.writeStatus(ctx, &obj, st)
+		return true, p.writeStatus(ctx, &obj, engine.LeaseHeld(in.Status, held.Error()))
 	}
 	if err != nil {
 		return true, err
