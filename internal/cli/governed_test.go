@@ -130,6 +130,36 @@ func (p *project) lockUsers() pgx.Tx {
 	return tx
 }
 
+// whenWriterWaits watches, from a session of its own (the locker's open
+// transaction would keep one snapshot of pg_stat_activity), for a journaled
+// writer waiting on the lock tx holds; then it calls act with that writer's
+// pid and ends tx. The channel closes when it is done.
+func (p *project) whenWriterWaits(tx pgx.Tx, act func(watcher *pgx.Conn, writerPID int32)) <-chan struct{} {
+	ctx := context.Background()
+	watcher, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer watcher.Close(ctx)
+		defer func() { _ = tx.Commit(ctx) }()
+		for range 600 {
+			var pid int32
+			err := watcher.QueryRow(ctx, `SELECT r.writer_pid FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
+				WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock'`).Scan(&pid)
+			if err == nil {
+				act(watcher, pid)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		p.t.Errorf("no writer waited on the lock within a minute")
+	}()
+	return done
+}
+
 func (p *project) query(sql string, dest ...any) {
 	p.t.Helper()
 	ctx := context.Background()
@@ -319,29 +349,12 @@ func TestLostConnectionMidApplyIsNeverRetried(t *testing.T) {
 	p := newProject(t, crashBefore, crashDeclared)
 	ctx := context.Background()
 	tx := p.lockUsers()
-	// Once the writer is journaled and waiting, cut its connection, then
-	// let the table go. The watcher has its own session: the locker's open
-	// transaction would keep one snapshot of pg_stat_activity.
-	watcher, err := pgx.Connect(ctx, p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { _ = tx.Commit(ctx) }()
-		for range 600 {
-			var killed bool
-			err := watcher.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(r.writer_pid)), false)
-				FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
-				WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock'`).Scan(&killed)
-			if err == nil && killed {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+	// Once the writer waits on the lock, cut its connection.
+	done := p.whenWriterWaits(tx, func(watcher *pgx.Conn, writerPID int32) {
+		if _, err := watcher.Exec(ctx, "SELECT pg_terminate_backend($1)", writerPID); err != nil {
+			t.Errorf("terminating the writer: %v", err)
 		}
-	}()
+	})
 	code, stdout, stderr := p.ptah(nil, "apply")
 	<-done
 	// The statement was cut before COMMIT was sent, so the transaction
@@ -376,27 +389,9 @@ func TestLostConnectionMidApplyIsNeverRetried(t *testing.T) {
 func TestInterruptedApply(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, crashBefore, crashDeclared)
-	ctx := context.Background()
 	tx := p.lockUsers()
-	watcher, err := pgx.Connect(ctx, p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
 	p.started = func(proc *os.Process) {
-		go func() {
-			defer func() { _ = tx.Commit(ctx) }()
-			for range 600 {
-				var waiting bool
-				err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
-					WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock')`).Scan(&waiting)
-				if err == nil && waiting {
-					_ = proc.Signal(os.Interrupt)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		p.whenWriterWaits(tx, func(*pgx.Conn, int32) { _ = proc.Signal(os.Interrupt) })
 	}
 	code, stdout, stderr := p.ptah(nil, "apply")
 	p.started = nil
