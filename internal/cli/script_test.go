@@ -170,17 +170,7 @@ func cmdDBRole(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	base := ts.Getenv("DATABASE_URL")
 	role := fmt.Sprintf("ptahtest_role_%d_%d", os.Getpid(), roleCounter.Add(1))
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, sql)
-		return err
-	}
+	exec := func(sql string) error { return execOn(base, sql) }
 	// The password matters only on a server that asks for one
 	// (PTAH_TEST_DATABASE_URL); the throwaway server trusts local logins.
 	password := fmt.Sprintf("pw%d", time.Now().UnixNano())
@@ -242,17 +232,7 @@ func cmdDBCreate(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	base := ts.Getenv("DATABASE_URL")
 	name := fmt.Sprintf("%s_%d", ts.Getenv("DATABASE_NAME"), dbCounter.Add(1))
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, sql)
-		return err
-	}
+	exec := func(sql string) error { return execOn(base, sql) }
 	if err := exec("CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0"); err != nil {
 		ts.Fatalf("dbcreate: %v", err)
 	}
@@ -267,4 +247,17 @@ func cmdDBCreate(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	u.Path = "/" + name
 	ts.Setenv(args[0], u.String())
+}
+
+// execOn runs sql on url in a session of its own.
+func execOn(url, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, sql)
+	return err
 }
