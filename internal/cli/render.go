@@ -10,7 +10,6 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
-	"golang.org/x/term"
 
 	"github.com/ptah-run/ptah/internal/postgres"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -34,7 +33,7 @@ func colorProfile(w io.Writer) termenv.Profile {
 	if os.Getenv("NO_COLOR") != "" {
 		return termenv.Ascii
 	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if isTerminal(w) {
 		return termenv.ANSI
 	}
 	return termenv.Ascii
