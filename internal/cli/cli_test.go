@@ -16,6 +16,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 )
 
 // These tests run ptah in-process with the engine replaced by a fake, to pin
@@ -83,15 +84,15 @@ func fakePlan() *postgres.Plan {
 type result struct {
 	code           int
 	stdout, stderr string
-	reqs           []postgres.PlanRequest
+	reqs           []catalog.PlanRequest
 }
 
-func runPtah(t *testing.T, plan func(context.Context, postgres.PlanRequest) (*postgres.Plan, error), args ...string) result {
+func runPtah(t *testing.T, plan func(context.Context, catalog.PlanRequest) (*postgres.Plan, error), args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	a := newApp(&stdout, &stderr)
 	var res result
-	a.planSchema = func(ctx context.Context, req postgres.PlanRequest) (*postgres.Plan, error) {
+	a.planSchema = func(ctx context.Context, req catalog.PlanRequest) (*postgres.Plan, error) {
 		res.reqs = append(res.reqs, req)
 		if plan == nil {
 			return fakePlan(), nil
@@ -142,7 +143,7 @@ func TestPlanTextTellsOfTheEnumTransaction(t *testing.T) {
 		{1, "Two transactions: statement 1 adds an enum label and commits first"},
 		{2, "Two transactions: statements 1-2 add enum labels and commit first"},
 	} {
-		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+		res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
 			p := &postgres.Plan{LockTimeout: time.Second}
 			for i := range tt.labels {
 				p.Statements = append(p.Statements, postgres.Statement{SQL: fmt.Sprintf("ALTER TYPE public.s ADD VALUE IF NOT EXISTS 'l%d'", i)})
@@ -162,7 +163,7 @@ func TestPlanTextTellsOfTheEnumTransaction(t *testing.T) {
 
 func TestPlanTextNoChanges(t *testing.T) {
 	workspace(t)
-	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
 		return &postgres.Plan{LockTimeout: time.Second}, nil
 	}, "plan")
 	if !strings.Contains(res.stdout, "\nNo changes. The database matches the declared schema.\n") || !strings.Contains(res.stdout, "privileges and ownership are not managed") {
@@ -254,10 +255,10 @@ func TestPlanRequest(t *testing.T) {
 	if res.code != 0 || len(res.reqs) != 1 {
 		t.Fatalf("exit %d, %d requests; stderr: %s", res.code, len(res.reqs), res.stderr)
 	}
-	want := postgres.PlanRequest{
+	want := catalog.PlanRequest{
 		TargetURL: testURL,
 		DevURL:    "postgres://dev:devpw@devhost/postgres",
-		Files: []postgres.SourceFile{
+		Files: []catalog.SourceFile{
 			{Name: "schema/a_one.sql", SQL: "CREATE TABLE a ();"},
 			{Name: "schema/b_two.sql", SQL: "CREATE TABLE b ();"},
 		},
@@ -271,12 +272,12 @@ func TestPlanRequest(t *testing.T) {
 
 func TestDetailedExitCode(t *testing.T) {
 	workspace(t)
-	empty := func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+	empty := func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
 		return &postgres.Plan{LockTimeout: time.Second}, nil
 	}
 	tests := []struct {
 		args []string
-		plan func(context.Context, postgres.PlanRequest) (*postgres.Plan, error)
+		plan func(context.Context, catalog.PlanRequest) (*postgres.Plan, error)
 		want int
 	}{
 		{[]string{"plan"}, nil, 0},
@@ -364,15 +365,15 @@ func TestEngineErrors(t *testing.T) {
 		hint string
 	}{
 		{fmt.Errorf("%w: dial tcp: refused", postgres.ErrConnect), ExitConnect, "check that the server is up"},
-		{&postgres.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}, ExitLoad, "fix the declared file"},
-		{&postgres.UnsupportedError{Where: "target database", Objects: []string{`rule "r" on table public.t`, `policy "p" on table public.t`}}, ExitUnsupported, "refuses to plan around"},
-		{fmt.Errorf("%w: permission denied to create database", postgres.ErrDevDatabase), ExitDevDatabase, "--dev-url"},
-		{fmt.Errorf("%w: table other.t", postgres.ErrScope), ExitScope, "spec.schemas"},
+		{&catalog.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}, ExitLoad, "fix the declared file"},
+		{&catalog.UnsupportedError{Where: "target database", Objects: []string{`rule "r" on table public.t`, `policy "p" on table public.t`}}, ExitUnsupported, "refuses to plan around"},
+		{fmt.Errorf("%w: permission denied to create database", catalog.ErrDevDatabase), ExitDevDatabase, "--dev-url"},
+		{fmt.Errorf("%w: table other.t", catalog.ErrScope), ExitScope, "spec.schemas"},
 		{context.Canceled, ExitInterrupted, ""},
 		{errors.New("something odd"), ExitInternal, "please report it"},
 	}
 	for _, tt := range tests {
-		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) { return nil, tt.err }, "plan")
+		res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) { return nil, tt.err }, "plan")
 		if res.code != tt.code {
 			t.Errorf("%v: exit %d, want %d", tt.err, res.code, tt.code)
 		}
@@ -391,8 +392,8 @@ func TestEngineErrors(t *testing.T) {
 
 func TestLoadErrorShowsPosition(t *testing.T) {
 	workspace(t)
-	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
-		return nil, &postgres.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
+		return nil, &catalog.LoadError{File: "schema/a_one.sql", Line: 3, Column: 7, Message: `syntax error at or near "TABEL" (SQLSTATE 42601)`}
 	}, "plan")
 	want := `ptah: planning PtahSchema "app": loading schema/a_one.sql:3:7: syntax error at or near "TABEL" (SQLSTATE 42601)`
 	if firstLine(res.stderr) != want {
@@ -402,8 +403,8 @@ func TestLoadErrorShowsPosition(t *testing.T) {
 
 func TestUnsupportedListsObjectsIndented(t *testing.T) {
 	workspace(t)
-	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
-		return nil, &postgres.UnsupportedError{Where: "target database", Objects: []string{`rule "r_x" on table public.t`}}
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
+		return nil, &catalog.UnsupportedError{Where: "target database", Objects: []string{`rule "r_x" on table public.t`}}
 	}, "plan")
 	if !strings.Contains(res.stderr, "\n    rule \"r_x\" on table public.t\n") {
 		t.Fatalf("stderr %q", res.stderr)
@@ -415,11 +416,11 @@ func TestSecretsAreNeverPrinted(t *testing.T) {
 	leaky := []error{
 		fmt.Errorf("%w: failed to connect to %s", postgres.ErrConnect, testURL),
 		fmt.Errorf("%w: password=hunter2-secret host=db", postgres.ErrConnect),
-		fmt.Errorf("%w: %s", postgres.ErrDevDatabase, "postgres://dev:devpw@devhost/postgres"),
+		fmt.Errorf("%w: %s", catalog.ErrDevDatabase, "postgres://dev:devpw@devhost/postgres"),
 		errors.New("escaped: hunter2%2Dsecret? no: " + "hunter2-secret"),
 	}
 	for _, e := range leaky {
-		res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) { return nil, e },
+		res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) { return nil, e },
 			"plan", "--dev-url", "postgres://dev:devpw@devhost/postgres")
 		for _, secret := range []string{"hunter2-secret", "devpw"} {
 			if strings.Contains(res.stderr, secret) || strings.Contains(res.stdout, secret) {
@@ -434,7 +435,7 @@ func TestSecretsAreNeverPrinted(t *testing.T) {
 
 func TestPanicIsAnInternalErrorNotExitTwo(t *testing.T) {
 	workspace(t)
-	res := runPtah(t, func(context.Context, postgres.PlanRequest) (*postgres.Plan, error) {
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
 		panic("boom at " + testURL)
 	}, "plan", "--detailed-exitcode")
 	if res.code != ExitInternal {

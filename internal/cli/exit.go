@@ -9,6 +9,7 @@ import (
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
 )
 
@@ -105,13 +106,13 @@ func exitCode(err error) int {
 		return ExitConfig
 	case errors.Is(err, postgres.ErrConnect):
 		return ExitConnect
-	case errors.Is(err, postgres.ErrLoad):
+	case errors.Is(err, catalog.ErrLoad):
 		return ExitLoad
-	case errors.Is(err, postgres.ErrUnsupported):
+	case errors.Is(err, catalog.ErrUnsupported):
 		return ExitUnsupported
-	case errors.Is(err, postgres.ErrDevDatabase):
+	case errors.Is(err, catalog.ErrDevDatabase):
 		return ExitDevDatabase
-	case errors.Is(err, postgres.ErrScope):
+	case errors.Is(err, catalog.ErrScope):
 		return ExitScope
 	case errors.Is(err, errAwaitingApproval):
 		return ExitAwaitingApproval

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 )
 
 // Main runs ptah with the process's arguments and standard streams and
@@ -41,13 +42,13 @@ type app struct {
 	stdout, stderr io.Writer
 	secrets        *redactor
 	settings       *settings
-	planSchema     func(context.Context, postgres.PlanRequest) (*postgres.Plan, error)
+	planSchema     func(context.Context, catalog.PlanRequest) (*postgres.Plan, error)
 	// stderrIsTerminal decides whether apply shows progress.
 	stderrIsTerminal func() bool
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, secrets: &redactor{}, planSchema: postgres.PlanSchema,
+	return &app{stdout: stdout, stderr: stderr, secrets: &redactor{}, planSchema: catalog.PlanSchema,
 		stderrIsTerminal: func() bool { return isTerminal(stderr) }}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -284,8 +285,8 @@ func publishedResult(r *config.Resource, out runner.Result) planResult {
 	return res
 }
 
-func planRequest(in runner.Resource, devURL string) postgres.PlanRequest {
-	return postgres.PlanRequest{
+func planRequest(in runner.Resource, devURL string) catalog.PlanRequest {
+	return catalog.PlanRequest{
 		TargetURL:   in.TargetURL,
 		DevURL:      devURL,
 		Files:       in.Files,

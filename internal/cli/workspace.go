@@ -13,6 +13,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
 	"github.com/ptah-run/ptah/internal/store/pgstore"
 )
@@ -66,7 +67,7 @@ func (a *app) resolve(r *config.Resource) (runner.Resource, error) {
 	}
 	in := runner.Resource{Schema: r.Schema, TargetURL: target}
 	for _, f := range files {
-		in.Files = append(in.Files, postgres.SourceFile{Name: f.Name, SQL: f.SQL})
+		in.Files = append(in.Files, catalog.SourceFile{Name: f.Name, SQL: f.SQL})
 	}
 	return in, nil
 }

@@ -87,7 +87,7 @@ func joinHazards(hs []Hazard) string {
 }
 
 // Destructive reports whether any of the statements deletes data.
-func destructive(stmts []Statement) bool {
+func Destructive(stmts []Statement) bool {
 	for _, s := range stmts {
 		for _, h := range s.Hazards {
 			if destructiveHazards[h] {

@@ -333,7 +333,7 @@ func TestEnumPhase(t *testing.T) {
 		{planOf(use, add, use), 0},
 	} {
 		if got := tt.plan.EnumPhase(); got != tt.want {
-			t.Errorf("EnumPhase(%q) = %d, want %d", sqls(tt.plan.Statements), got, tt.want)
+			t.Errorf("EnumPhase(%q) = %d, want %d", tt.plan.Statements, got, tt.want)
 		}
 	}
 }

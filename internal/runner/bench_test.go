@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/ptah-run/ptah/internal/pgtest"
-	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // BenchmarkPlanPass puts the cost of the governed plan beside the read-only
 // one over the same 50-table database, one table short of its declaration:
-// "read-only" is postgres.PlanSchema (ptah plan --no-publish), "published"
+// "read-only" is catalog.PlanSchema (ptah plan --no-publish), "published"
 // a plan-only pass (ptah plan): fence, census, observation, and the status
 // write, with the plan already current so nothing is republished.
 func BenchmarkPlanPass(b *testing.B) {
@@ -38,11 +38,11 @@ func BenchmarkPlanPass(b *testing.B) {
 	defer r.Target.Close(ctx)
 	s := &api.PtahSchema{Spec: api.PtahSchemaSpec{Schemas: []string{"public"}, Policy: api.Policy{Apply: api.ApplyOnApproval, LockTimeout: "5s"}}}
 	s.Name = "app"
-	res := Resource{Schema: s, TargetURL: url, Files: []postgres.SourceFile{{Name: "schema.sql", SQL: declared.String()}}}
+	res := Resource{Schema: s, TargetURL: url, Files: []catalog.SourceFile{{Name: "schema.sql", SQL: declared.String()}}}
 
 	b.Run("read-only", func(b *testing.B) {
 		for b.Loop() {
-			p, err := postgres.PlanSchema(ctx, postgres.PlanRequest{TargetURL: url, Files: res.Files, Schemas: s.Spec.Schemas, LockTimeout: 5 * time.Second})
+			p, err := catalog.PlanSchema(ctx, catalog.PlanRequest{TargetURL: url, Files: res.Files, Schemas: s.Spec.Schemas, LockTimeout: 5 * time.Second})
 			if err != nil || len(p.Statements) == 0 {
 				b.Fatalf("plan: %v", err)
 			}
@@ -95,7 +95,7 @@ func BenchmarkPlanPassHistory(b *testing.B) {
 			}
 			s := &api.PtahSchema{Spec: api.PtahSchemaSpec{Schemas: []string{"public"}, Policy: api.Policy{Apply: api.ApplyOnApproval, LockTimeout: "5s"}}}
 			s.Name = "app"
-			res := Resource{Schema: s, TargetURL: url, Files: []postgres.SourceFile{{Name: "schema.sql", SQL: "CREATE TABLE users (id int PRIMARY KEY); CREATE TABLE posts (id int);"}}}
+			res := Resource{Schema: s, TargetURL: url, Files: []catalog.SourceFile{{Name: "schema.sql", SQL: "CREATE TABLE users (id int PRIMARY KEY); CREATE TABLE posts (id int);"}}}
 			if _, err := r.Run(ctx, res, PlanOnly); err != nil {
 				b.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -574,7 +575,7 @@ func (f *fixture) schemaResource(name, coordinationKey string, shared bool) Reso
 		Policy: api.Policy{Apply: api.ApplyAlways, LockTimeout: "5s"}}}
 	s.Name = name
 	sql := fmt.Sprintf("CREATE SCHEMA %[1]s; CREATE TABLE %[1]s.t (id int PRIMARY KEY);", name)
-	return Resource{Schema: s, TargetURL: f.url, Files: []postgres.SourceFile{{Name: name + ".sql", SQL: sql}}}
+	return Resource{Schema: s, TargetURL: f.url, Files: []catalog.SourceFile{{Name: name + ".sql", SQL: sql}}}
 }
 
 func hasStatement(p *engine.Plan, fragment string) bool {

@@ -7,6 +7,7 @@ import (
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/fingerprint"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -14,7 +15,7 @@ import (
 type Resource struct {
 	Schema    *api.PtahSchema
 	TargetURL string
-	Files     []postgres.SourceFile
+	Files     []catalog.SourceFile
 }
 
 // Key is how the resource is addressed in the store.
@@ -27,7 +28,7 @@ func (r Resource) namespace() string {
 
 // ArtifactDigest fingerprints the declared files: names and contents, in
 // load order.
-func ArtifactDigest(files []postgres.SourceFile) string {
+func ArtifactDigest(files []catalog.SourceFile) string {
 	b := fingerprint.New("ptah.run/artifact/v1").Int("files", int64(len(files)))
 	for _, f := range files {
 		b.String("name", f.Name).String("sql", f.SQL)
@@ -66,7 +67,7 @@ func PolicyFingerprint(spec api.PtahSchemaSpec) string {
 // observe reads the database and the declared files once.
 func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*engine.Observation, error) {
 	lockTimeout, _ := time.ParseDuration(res.Schema.Spec.Policy.LockTimeout)
-	obs, err := postgres.Observe(ctx, postgres.PlanRequest{
+	obs, err := catalog.Observe(ctx, catalog.PlanRequest{
 		TargetURL: res.TargetURL, DevURL: r.DevURL, Files: res.Files,
 		Schemas: res.Schema.Spec.Schemas, LockTimeout: lockTimeout,
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/store"
 	"github.com/ptah-run/ptah/internal/store/pgstore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -76,7 +77,7 @@ func (f *fixture) resource(policy api.ApplyPolicy, declared string) Resource {
 	s := &api.PtahSchema{Spec: api.PtahSchemaSpec{Schemas: []string{"public"},
 		Policy: api.Policy{Apply: policy, LockTimeout: "5s"}}}
 	s.Name = "app"
-	return Resource{Schema: s, TargetURL: f.url, Files: []postgres.SourceFile{{Name: "schema.sql", SQL: declared}}}
+	return Resource{Schema: s, TargetURL: f.url, Files: []catalog.SourceFile{{Name: "schema.sql", SQL: declared}}}
 }
 
 func (f *fixture) run(res Resource, mode Mode) Result {

@@ -1,4 +1,4 @@
-package postgres
+package catalog
 
 // The model is what Inspect reads out of a database's catalog, for the
 // managed schemas only. Desired and live state are both models read by the

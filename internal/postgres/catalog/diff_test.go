@@ -1,9 +1,11 @@
-package postgres
+package catalog
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ptah-run/ptah/internal/postgres"
 )
 
 // These tests feed Diff hand-built models: they pin down the orderings and
@@ -18,7 +20,7 @@ func tbl(name string, cols ...Column) Table {
 
 func pub() []Schema { return []Schema{{Name: "public"}} }
 
-func sqls(stmts []Statement) []string {
+func sqls(stmts []postgres.Statement) []string {
 	out := make([]string, len(stmts))
 	for i, s := range stmts {
 		out[i] = s.SQL
@@ -220,9 +222,9 @@ func TestDiffHazards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]Hazard{
-		"ALTER TABLE public.t DROP COLUMN gone":            {HazardDeletesData},
-		"ALTER TABLE public.t ALTER COLUMN a SET NOT NULL": {HazardMayFail, HazardBlocksWrites},
+	want := map[string][]postgres.Hazard{
+		"ALTER TABLE public.t DROP COLUMN gone":            {postgres.HazardDeletesData},
+		"ALTER TABLE public.t ALTER COLUMN a SET NOT NULL": {postgres.HazardMayFail, postgres.HazardBlocksWrites},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v", sqls(got))
@@ -232,7 +234,7 @@ func TestDiffHazards(t *testing.T) {
 			t.Errorf("%s: hazards %v, want %v", s.SQL, s.Hazards, want[s.SQL])
 		}
 	}
-	if !destructive(got) {
+	if !postgres.Destructive(got) {
 		t.Error("a plan that drops a column must be destructive")
 	}
 }

@@ -1,4 +1,4 @@
-package postgres
+package catalog
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ptah-run/ptah/internal/postgres"
 )
 
 // SourceFile is one declared SQL file, in load order.
@@ -35,7 +36,7 @@ type PlanRequest struct {
 // PlanSchema observes the target, loads the declared files into a dev
 // database, inspects both with the same code and returns the plan between
 // them. It writes nothing to the target.
-func PlanSchema(ctx context.Context, req PlanRequest) (*Plan, error) {
+func PlanSchema(ctx context.Context, req PlanRequest) (*postgres.Plan, error) {
 	obs, err := Observe(ctx, req)
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func PlanSchema(ctx context.Context, req PlanRequest) (*Plan, error) {
 // Observation is one reading of both sides and the plan between them.
 type Observation struct {
 	Live, Desired *Model
-	Plan          *Plan
+	Plan          *postgres.Plan
 }
 
 // Observe is PlanSchema keeping the models, which callers fingerprint.
@@ -67,12 +68,12 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{Statements: stmts, Destructive: destructive(stmts), LockTimeout: req.LockTimeout}
+	plan := &postgres.Plan{Statements: stmts, Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }
 
 func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, error) {
-	conn, err := Connect(ctx, url)
+	conn, err := postgres.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -92,96 +93,10 @@ func where(err error, place string) error {
 	return err
 }
 
-// ConnectError is a failed connection, described without the URL (which
-// may hold a password).
-type ConnectError struct {
-	Database, User, Host string
-	Reason               string
-}
-
-func (e *ConnectError) Error() string {
-	return fmt.Sprintf("cannot connect to database %q on %s as role %q: %s", e.Database, e.Host, e.User, e.Reason)
-}
-
-func (e *ConnectError) Unwrap() error { return ErrConnect }
-
-// Connect opens a session with search_path set to pg_catalog only, so that
-// everything the catalog functions print is schema-qualified.
-func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		// The parse error repeats the URL: say what is wrong without it.
-		return nil, fmt.Errorf("%w: the database URL is not a valid PostgreSQL connection string", ErrConnect)
-	}
-	cfg.RuntimeParams["search_path"] = "pg_catalog"
-	cfg.RuntimeParams["application_name"] = applicationName()
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, connectError(cfg, err)
-	}
-	return conn, nil
-}
-
-// applicationName names this process in pg_stat_activity, so whoever finds
-// a ptah session (a person, or another ptah naming a lock's holder) can tell
-// which process it is. PostgreSQL keeps at most 63 bytes of it.
-func applicationName() string {
-	name := fmt.Sprintf("ptah pid %d", os.Getpid())
-	if host, err := os.Hostname(); err == nil && host != "" {
-		name += " on " + host
-	}
-	if len(name) > 63 {
-		name = name[:63]
-	}
-	return name
-}
-
-func connectError(cfg *pgx.ConnConfig, err error) error {
-	var reason string
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		reason = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
-	} else {
-		reason = rootCause(err).Error()
-	}
-	if cfg.Password != "" {
-		reason = strings.ReplaceAll(reason, cfg.Password, "********")
-	}
-	host := cfg.Host
-	if cfg.Port != 0 && !strings.HasPrefix(host, "/") {
-		host = fmt.Sprintf("%s:%d", host, cfg.Port)
-	}
-	return &ConnectError{Database: cfg.Database, User: cfg.User, Host: host, Reason: reason}
-}
-
-// rootCause follows the chain of wrapped errors to its end ("connect:
-// connection refused"); pgx reports each address it tried, often the same
-// cause twice, so only the first branch of a joined error is followed.
-func rootCause(err error) error {
-	for {
-		switch e := err.(type) {
-		case interface{ Unwrap() []error }:
-			if errs := e.Unwrap(); len(errs) > 0 {
-				err = errs[0]
-				continue
-			}
-		case interface{ Unwrap() error }:
-			if inner := e.Unwrap(); inner != nil {
-				err = inner
-				continue
-			}
-		}
-		return err
-	}
-}
-
 // LoadDesired creates a temporary dev database on the server at serverURL,
 // runs the declared files in it, inspects it and drops it.
 func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string) (*Model, error) {
-	admin, err := Connect(ctx, serverURL)
+	admin, err := postgres.Connect(ctx, serverURL)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +114,9 @@ func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, sche
 	cfg := admin.Config().Copy()
 	cfg.Database = name
 	delete(cfg.RuntimeParams, "search_path") // the files run as a user would run them
-	dev, err := pgx.ConnectConfig(ctx, cfg)
+	dev, err := postgres.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, connectError(cfg, err)
+		return nil, err
 	}
 	defer dev.Close(context.Background())
 	for _, f := range files {

@@ -1,4 +1,4 @@
-package postgres
+package catalog
 
 // The catalog queries Inspect runs: one per object kind, one for the
 // dependencies and one for the objects ptah refuses. Each takes the managed

@@ -1,4 +1,4 @@
-package postgres
+package catalog
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ptah-run/ptah/internal/pgtest"
+	"github.com/ptah-run/ptah/internal/postgres"
 )
 
 // benchModel builds a model of n tables, each with a primary key, an index,
@@ -67,7 +68,7 @@ func BenchmarkInspect(b *testing.B) {
 	}
 	pgtest.Exec(b, url, ddl.String())
 	ctx := context.Background()
-	conn, err := Connect(ctx, url)
+	conn, err := postgres.Connect(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package postgres
+package catalog
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/ptah-run/ptah/internal/postgres"
 )
 
 // Diff returns the ordered statements that take a database whose managed
@@ -18,7 +20,7 @@ import (
 // stable tie-break by kind and name, gives the order. Labels added to
 // existing enums (ALTER TYPE ... ADD VALUE) stand outside the graph, at the
 // start of the plan (see alterEnum).
-func Diff(live, desired *Model) ([]Statement, error) {
+func Diff(live, desired *Model) ([]postgres.Statement, error) {
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
@@ -44,7 +46,7 @@ type nodeKey struct {
 type node struct {
 	key   nodeKey
 	seq   int // insertion order, the last tie-break
-	stmts []Statement
+	stmts []postgres.Statement
 }
 
 // objects indexes one model by ID.
@@ -123,7 +125,7 @@ type differ struct {
 	edges map[nodeKey]map[nodeKey]bool
 	extra [][2]nodeKey // orderings emit knows of, applied by connect
 	// labels: ALTER TYPE ... ADD VALUE statements, which go first (alterEnum).
-	labels []Statement
+	labels []postgres.Statement
 }
 
 func newDiffer(live, desired *Model) *differ {
@@ -373,7 +375,7 @@ func (d *differ) resolve(k nodeKey) nodeKey {
 	}
 }
 
-func (d *differ) add(k nodeKey, stmts ...Statement) {
+func (d *differ) add(k nodeKey, stmts ...postgres.Statement) {
 	k = d.resolve(k)
 	n, ok := d.nodes[k]
 	if !ok {
@@ -492,8 +494,8 @@ func kindRank(k Kind) int {
 	return 12
 }
 
-func stmt(sql string, hazards ...Hazard) Statement {
-	return Statement{SQL: sql, Hazards: hazards}
+func stmt(sql string, hazards ...postgres.Hazard) postgres.Statement {
+	return postgres.Statement{SQL: sql, Hazards: hazards}
 }
 
 // connect adds the ordering edges.
@@ -543,7 +545,7 @@ func (d *differ) connect() {
 // sort orders the nodes topologically: among the nodes whose predecessors
 // are done, drops come first (dependents' kinds first), then forward nodes
 // in kind order, then by name.
-func (d *differ) sort() ([]Statement, error) {
+func (d *differ) sort() ([]postgres.Statement, error) {
 	indeg := map[nodeKey]int{}
 	for _, succ := range d.edges {
 		for b := range succ {
@@ -556,7 +558,7 @@ func (d *differ) sort() ([]Statement, error) {
 			ready = append(ready, n)
 		}
 	}
-	var out []Statement
+	var out []postgres.Statement
 	done := 0
 	for len(ready) > 0 {
 		sort.Slice(ready, func(i, j int) bool { return d.nodeLess(ready[i], ready[j]) })

@@ -1,4 +1,4 @@
-package postgres_test
+package catalog_test
 
 // The acceptance suite: each case under testdata/acceptance is a pair of
 // schemas (old, new). The harness builds a database from old, plans against
@@ -49,6 +49,7 @@ import (
 	"github.com/ptah-run/ptah/internal/pgserver"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 )
 
 const (
@@ -238,9 +239,9 @@ func runCase(t *testing.T, c acceptanceCase) {
 	execFile(t, target, "old.sql", c.Old)
 
 	// 2. Plan.
-	req := postgres.PlanRequest{
+	req := catalog.PlanRequest{
 		TargetURL:   target,
-		Files:       []postgres.SourceFile{{Name: "new.sql", SQL: c.New}},
+		Files:       []catalog.SourceFile{{Name: "new.sql", SQL: c.New}},
 		Schemas:     c.Schemas,
 		LockTimeout: 5 * time.Second,
 	}
@@ -309,13 +310,13 @@ func (e *panicError) Error() string { return e.msg }
 
 // planSchema calls PlanSchema, turning a panic into an error so that one
 // broken case does not take the whole suite down.
-func planSchema(ctx context.Context, req postgres.PlanRequest) (p *postgres.Plan, err error) {
+func planSchema(ctx context.Context, req catalog.PlanRequest) (p *postgres.Plan, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = nil, &panicError{fmt.Sprintf("PlanSchema panicked: %v\n%s", r, debug.Stack())}
 		}
 	}()
-	return postgres.PlanSchema(ctx, req)
+	return catalog.PlanSchema(ctx, req)
 }
 
 func planHazards(p *postgres.Plan) []string {

@@ -1,10 +1,12 @@
-package postgres
+package catalog
 
 import (
 	"fmt"
 	"math"
 	"regexp"
 	"strings"
+
+	"github.com/ptah-run/ptah/internal/postgres"
 )
 
 // Extra node steps of one object.
@@ -53,11 +55,11 @@ func (d *differ) emitDrop(id ID, obj any) {
 	case Domain:
 		d.add(dropKey(id), stmt("DROP DOMAIN "+qname(id.Schema, id.Name)))
 	case Sequence:
-		d.add(dropKey(id), stmt("DROP SEQUENCE "+qname(id.Schema, id.Name), HazardDeletesData))
+		d.add(dropKey(id), stmt("DROP SEQUENCE "+qname(id.Schema, id.Name), postgres.HazardDeletesData))
 	case Table:
-		d.add(dropKey(id), stmt("DROP TABLE "+qname(id.Schema, id.Name), HazardDeletesData))
+		d.add(dropKey(id), stmt("DROP TABLE "+qname(id.Schema, id.Name), postgres.HazardDeletesData))
 	case Column:
-		hazards := []Hazard{HazardDeletesData}
+		hazards := []postgres.Hazard{postgres.HazardDeletesData}
 		if _, recreated := d.desired.byID[id]; recreated && o.Generated {
 			hazards = nil // derived from other columns, recomputed on re-creation
 		}
@@ -67,9 +69,9 @@ func (d *differ) emitDrop(id ID, obj any) {
 	case Index:
 		d.add(dropKey(id), stmt("DROP INDEX "+qname(o.Schema, o.Name)))
 	case View:
-		var hazards []Hazard
+		var hazards []postgres.Hazard
 		if _, recreated := d.desired.byID[id]; o.Materialized && !recreated {
-			hazards = []Hazard{HazardDeletesData} // its stored rows, which nothing recomputes
+			hazards = []postgres.Hazard{postgres.HazardDeletesData} // its stored rows, which nothing recomputes
 		}
 		d.add(dropKey(id), stmt("DROP "+viewWord(o)+" "+qname(o.Schema, o.Name), hazards...))
 	case Function:
@@ -177,13 +179,13 @@ func (d *differ) emitCreate(id ID, obj any) {
 
 // partitionHazards: a new partition of a table with a default partition
 // makes PostgreSQL scan the default one for rows that now belong to it.
-func (d *differ) partitionHazards(t Table) []Hazard {
+func (d *differ) partitionHazards(t Table) []postgres.Hazard {
 	if t.PartitionOf == nil || d.tableIsNew(t.PartitionOf.Schema, t.PartitionOf.Name) {
 		return nil
 	}
 	for _, lt := range d.live.m.Tables {
 		if sameName(lt.PartitionOf, t.PartitionOf) && lt.PartitionBound == "DEFAULT" && !d.dropped[lt.ID()] {
-			return []Hazard{HazardBlocksWrites, HazardMayFail}
+			return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
 		}
 	}
 	return nil
@@ -191,7 +193,7 @@ func (d *differ) partitionHazards(t Table) []Hazard {
 
 // indexHazards: building an index on rows that already exist holds off
 // writes while it reads them all; a unique one may find duplicates.
-func (d *differ) indexHazards(id ID, ix Index) []Hazard {
+func (d *differ) indexHazards(id ID, ix Index) []postgres.Hazard {
 	owner, ok := d.live.owner(id)
 	if !ok {
 		owner, ok = d.desired.owner(id)
@@ -199,9 +201,9 @@ func (d *differ) indexHazards(id ID, ix Index) []Hazard {
 	if _, existed := d.live.byID[owner]; !ok || !existed || d.dropped[owner] {
 		return nil
 	}
-	hazards := []Hazard{HazardBuildsIndex, HazardBlocksWrites}
+	hazards := []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
 	if strings.HasPrefix(ix.Definition, "CREATE UNIQUE ") {
-		hazards = append(hazards, HazardMayFail)
+		hazards = append(hazards, postgres.HazardMayFail)
 	}
 	return hazards
 }
@@ -372,7 +374,7 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	}
 	if l.NotNull != n.NotNull {
 		if n.NotNull {
-			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", HazardMayFail, HazardBlocksWrites))
+			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
 		} else {
 			d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
 		}
@@ -392,7 +394,7 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	}
 	for _, c := range n.Constraints {
 		if def, ok := old[c.Name]; !ok || def != c.Definition {
-			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, HazardMayFail, HazardBlocksWrites))
+			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, postgres.HazardMayFail, postgres.HazardBlocksWrites))
 		}
 	}
 	d.comment(k, "DOMAIN "+name, l.Comment, n.Comment)
@@ -401,9 +403,9 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 	name := qname(n.Schema, n.Name)
 	// Only values stored in table columns can be lost or fail to convert.
-	var deletes, mayFail []Hazard
+	var deletes, mayFail []postgres.Hazard
 	if d.storedInColumns(l.ID()) {
-		deletes, mayFail = []Hazard{HazardDeletesData}, []Hazard{HazardMayFail}
+		deletes, mayFail = []postgres.Hazard{postgres.HazardDeletesData}, []postgres.Hazard{postgres.HazardMayFail}
 	}
 	old := map[string]Attribute{}
 	for _, a := range l.Attributes {
@@ -450,7 +452,7 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		if n.Unlogged {
 			mode = "UNLOGGED"
 		}
-		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, HazardRewritesTable, HazardBlocksWrites))
+		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, postgres.HazardRewritesTable, postgres.HazardBlocksWrites))
 	}
 	if set, reset := optionChanges(l.Options, n.Options); set != "" || reset != "" {
 		if reset != "" {
@@ -514,7 +516,7 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	}
 	if l.NotNull != n.NotNull {
 		if n.NotNull {
-			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", HazardMayFail, HazardBlocksWrites))
+			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
 		} else {
 			d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
 		}
@@ -551,11 +553,11 @@ func (d *differ) conversion(id ID, n Column) string {
 // varchar to text, a new collation) only touches the catalog; any other
 // change rewrites the table, and may fail on existing values unless every
 // old value fits the new type.
-func (d *differ) conversionHazards(id ID, l, n Column) []Hazard {
+func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	if typ, ok := d.replacedTypeOf(id); ok {
-		hazards := []Hazard{HazardRewritesTable, HazardBlocksWrites}
+		hazards := []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 		if d.replacementMayFail(typ) {
-			hazards = append(hazards, HazardMayFail)
+			hazards = append(hazards, postgres.HazardMayFail)
 		}
 		return hazards
 	}
@@ -563,9 +565,9 @@ func (d *differ) conversionHazards(id ID, l, n Column) []Hazard {
 	case binaryCoercible(l.Type, n.Type):
 		return nil
 	case widening(l.Type, n.Type):
-		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	}
-	return []Hazard{HazardRewritesTable, HazardBlocksWrites, HazardMayFail}
+	return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
 }
 
 func (d *differ) replacedTypeOf(col ID) (ID, bool) {
@@ -652,14 +654,14 @@ func widening(from, to string) bool {
 	return false
 }
 
-func addColumnHazards(c Column) []Hazard {
+func addColumnHazards(c Column) []postgres.Hazard {
 	switch {
 	case c.Generated || c.Identity != "":
-		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	case c.Default != "" && volatileDefault(c.Default):
-		return []Hazard{HazardRewritesTable, HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	case c.NotNull && c.Default == "":
-		return []Hazard{HazardMayFail}
+		return []postgres.Hazard{postgres.HazardMayFail}
 	}
 	return nil
 }
@@ -679,15 +681,15 @@ func volatileDefault(expr string) bool {
 // after a cast ("::numeric(10,2)").
 var functionCall = regexp.MustCompile(`(^|[^:A-Za-z0-9_."])[A-Za-z_][A-Za-z0-9_."]*\(`)
 
-func (d *differ) constraintHazards(c Constraint) []Hazard {
+func (d *differ) constraintHazards(c Constraint) []postgres.Hazard {
 	if d.tableIsNew(c.Schema, c.Table) {
 		return nil
 	}
 	switch c.Type {
 	case PrimaryKey, Unique, Exclusion:
-		return []Hazard{HazardBuildsIndex, HazardBlocksWrites, HazardMayFail}
+		return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}
 	}
-	return []Hazard{HazardBlocksWrites, HazardMayFail}
+	return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
 }
 
 func typeWithCollation(typ, collation string) string {
