@@ -27,8 +27,8 @@ package catalog_test
 //
 // Run it with
 //
-//	go test ./internal/postgres/ -run 'Acceptance' -parallel 8
-//	go test ./internal/postgres/ -run 'TestAcceptance/enum_' -v
+//	go test ./internal/postgres/catalog/ -run 'Acceptance' -parallel 8
+//	go test ./internal/postgres/catalog/ -run 'TestAcceptance/enum_' -v
 
 import (
 	"context"
