@@ -11,6 +11,7 @@ import (
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
 )
 
 // Exit codes. Each kind of failure has its own code so a CI job can react to
@@ -124,7 +125,7 @@ func exitCode(err error) int {
 		return ExitNoSuchPlan
 	case errors.Is(err, runner.ErrFingerprintMismatch), errors.Is(err, engine.ErrPlanTampered):
 		return ExitPlanMismatch
-	case errors.As(err, new(*engine.FutureStateError)):
+	case errors.As(err, new(*engine.FutureStateError)), errors.Is(err, store.ErrNewerContract):
 		return ExitFutureState
 	case errors.Is(err, errState):
 		return ExitState

@@ -105,7 +105,7 @@ func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) 
 			return nil, fmt.Errorf("%w: opening schema ptah in the target of %s: %w", errState, sel.resources[i].Ref(), err)
 		}
 		r := &runner.Runner{Store: st, Target: conn, DevURL: o.DevURL, Version: versionString(),
-			Now: time.Now, NewID: newID, RunTimeout: o.RunTimeout}
+			NewID: newID, RunTimeout: o.RunTimeout}
 		t.byURL[in.TargetURL] = r
 	}
 	return t, nil

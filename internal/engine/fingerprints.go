@@ -48,3 +48,13 @@ func InputFingerprint(planFingerprint string, b api.Bindings) string {
 		JSON("bindings", b).
 		Sum()
 }
+
+// StatementsDigest covers a plan's statements alone (SQL, then hazards), in
+// order: what would run, whatever the database it was derived from.
+func StatementsDigest(stmts []api.PlanStatement) string {
+	b := fingerprint.New("ptah.run/statements/v1").Int("statements", int64(len(stmts)))
+	for _, st := range stmts {
+		b.String("sql", st.SQL).Strings("hazards", st.Hazards)
+	}
+	return b.Sum()
+}

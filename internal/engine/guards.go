@@ -12,7 +12,8 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// StoredObject is what the fence needs of one stored object.
+// StoredObject is what the fence needs of one stored record: an object of
+// the store, or a row of ptah's runtime tables (RecordLease, RecordRun).
 type StoredObject struct {
 	Kind, Namespace, Name string
 	// ContractVersion is the highest contract version recorded on the
@@ -20,7 +21,21 @@ type StoredObject struct {
 	ContractVersion int
 }
 
-// FutureStateError refuses stored state written under a newer contract.
+// The runtime records the fence reads beside the store's objects.
+const (
+	RecordLease = "Lease" // a row of ptah.leases
+	RecordRun   = "Run"   // a run of the journal, ptah.runs
+)
+
+// knownKinds are the kinds of stored record this ptah can read. A record of
+// any other kind was written by a ptah that knows more.
+var knownKinds = map[string]bool{
+	api.KindPtahSchema: true, api.KindPtahSchemaPlan: true, api.KindPtahSchemaApproval: true,
+	RecordLease: true, RecordRun: true,
+}
+
+// FutureStateError refuses stored state written under a newer contract, or
+// of a kind this ptah does not know.
 type FutureStateError struct {
 	Objects []StoredObject
 	Own     int
@@ -29,18 +44,22 @@ type FutureStateError struct {
 func (e *FutureStateError) Error() string {
 	names := make([]string, len(e.Objects))
 	for i, o := range e.Objects {
+		if !knownKinds[o.Kind] {
+			names[i] = fmt.Sprintf("%s %s/%s (a kind this ptah does not know, contract version %d)", o.Kind, o.Namespace, o.Name, o.ContractVersion)
+			continue
+		}
 		names[i] = fmt.Sprintf("%s %s/%s (contract version %d)", o.Kind, o.Namespace, o.Name, o.ContractVersion)
 	}
 	return fmt.Sprintf("stored state was written by a newer ptah than this one (contract version %d), which would misread it: %s; upgrade ptah",
 		e.Own, strings.Join(names, ", "))
 }
 
-// VerifyStoredState is the fence of the pass: every stored object must have
-// been written under a contract this binary understands.
+// VerifyStoredState is the fence of the pass: every stored record must be
+// of a kind this binary knows, written under a contract it understands.
 func VerifyStoredState(objects []StoredObject, own int) error {
 	var newer []StoredObject
 	for _, o := range objects {
-		if o.ContractVersion > own {
+		if o.ContractVersion > own || !knownKinds[o.Kind] {
 			newer = append(newer, o)
 		}
 	}
@@ -54,18 +73,28 @@ func VerifyStoredState(objects []StoredObject, own int) error {
 type Claimant struct {
 	Kind, Namespace, Name string
 	CoordinationDigest    string
-	SharedRealm           bool
+	// TargetIdentityDigest is the database it addresses, whatever its
+	// coordination key says; "" when not known.
+	TargetIdentityDigest string
+	SharedRealm          bool
 }
 
 func (c Claimant) String() string { return c.Kind + " " + c.Namespace + "/" + c.Name }
 
 // TakeRealmCensus decides whether self may write its database: it may when
-// no other resource claims the same coordination digest, or when every
-// claimant, self included, declared the sharing. It returns the rivals.
+// no other resource addresses the same database, or when every claimant,
+// self included, declared the sharing. Two resources address the same
+// database when they share a coordination digest, or when they target the
+// same database under different coordination keys: a key names a realm, it
+// does not make one database two. It returns the rivals.
 func TakeRealmCensus(self Claimant, all []Claimant) (contested bool, rivals []Claimant) {
 	everyoneShares := self.SharedRealm
 	for _, c := range all {
-		if c.CoordinationDigest != self.CoordinationDigest || (c.Kind == self.Kind && c.Namespace == self.Namespace && c.Name == self.Name) {
+		if c.Kind == self.Kind && c.Namespace == self.Namespace && c.Name == self.Name {
+			continue
+		}
+		sameDatabase := c.TargetIdentityDigest != "" && c.TargetIdentityDigest == self.TargetIdentityDigest
+		if c.CoordinationDigest != self.CoordinationDigest && !sameDatabase {
 			continue
 		}
 		rivals = append(rivals, c)

@@ -30,11 +30,15 @@ const (
 	// object of the same name, so it gets a new UID), point Status.Plan at
 	// it, and run again.
 	StepPublish Step = "Publish"
+	// StepLock: take the database's lease (and the writer session that
+	// holds it) for Decision.Operation, and run again with Locked set. A
+	// lease held by another writer drops the claim (see LeaseHeld).
+	StepLock Step = "Lock"
 	// StepRederive: derive the claim's input fingerprint again from a fresh
-	// read and run again with it.
+	// read, taken while the lease is held, and run again with it.
 	StepRederive Step = "Rederive"
-	// StepDispatch: take the lease, write Status with the dispatch marker,
-	// then execute the plan once and account for it.
+	// StepDispatch: write Status with the dispatch marker, then execute the
+	// plan once, on the locked writer, and account for it.
 	StepDispatch Step = "Dispatch"
 )
 
@@ -49,6 +53,8 @@ type Observation struct {
 
 // SchemaPassInput is everything the pass decides from.
 type SchemaPassInput struct {
+	// Now is the target server's clock: the server enforces every
+	// deadline, so every deadline is judged by its clock too.
 	Now        time.Time
 	Name, UID  string
 	Generation int64
@@ -65,12 +71,17 @@ type SchemaPassInput struct {
 	// CurrentPlan is the object Status.Plan names, nil when none (or gone).
 	CurrentPlan *Plan
 	Approvals   []Approval
+	// Locked: the shell holds the database's lease for the active claim.
+	Locked bool
 	// Rederived is the input fingerprint derived again from a fresh read
-	// for the active claim; "" until derived.
+	// for the active claim, taken with the lease held; "" until derived.
 	Rederived string
-	// WriterMayStillWrite: a dispatched run's writer session is still alive
-	// and before its deadline.
-	WriterMayStillWrite bool
+	// LiveWriters are the operations, among those the status names (a
+	// dispatched claim, a pending observation, an owed release), whose
+	// writer may still write: its session is alive and its deadline, on
+	// the server's clock, has not passed. Nothing is settled or released
+	// for such an operation.
+	LiveWriters map[string]bool
 
 	NewOperationID string        // used if the pass claims
 	RunTimeout     time.Duration // a claim's deadline is Now + RunTimeout
@@ -113,10 +124,11 @@ func planOnly(in SchemaPassInput, d Decision) Decision {
 		st := d.Status
 		st.ActiveOperation = nil // authorized, not claimed: ptah apply claims it
 		return stable(st, api.PhaseApproved, api.ReasonApproved, "the plan is authorized; ptah apply runs it")
-	case d.Step == StepRederive || d.Step == StepDispatch:
+	case d.Step == StepLock || d.Step == StepRederive || d.Step == StepDispatch:
 		op := in.Status.ActiveOperation
 		return stable(d.Status, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf(
-			"operation %s claimed plan %s and was interrupted before it ran; ptah apply continues it", op.ID, op.Plan.Name))
+			"operation %s claimed plan %s and was interrupted before it ran; ptah apply continues it before %s",
+			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
 	}
 	return d
 }
@@ -173,7 +185,10 @@ func schemaPass(in SchemaPassInput) Decision {
 	if err := VerifyStoredState(in.Stored, in.Binding.ContractVersion); err != nil {
 		return Decision{Step: StepRefuse, Err: err}
 	}
-	if st.OwedRelease != nil {
+	if owed := st.OwedRelease; owed != nil {
+		if in.LiveWriters[owed.OperationID] {
+			return mayStillWrite(st, owed.OperationID)
+		}
 		st.OwedRelease = nil
 		return Decision{Step: StepReleaseOwed, Status: st}
 	}
@@ -187,6 +202,9 @@ func schemaPass(in SchemaPassInput) Decision {
 		return continueClaim(in, st, op)
 	}
 	if p := st.PendingObservation; p != nil {
+		if in.LiveWriters[p.OperationID] {
+			return mayStillWrite(st, p.OperationID)
+		}
 		if in.Observation == nil {
 			return Decision{Step: StepObserve, Status: st}
 		}
@@ -204,6 +222,14 @@ func schemaPass(in SchemaPassInput) Decision {
 	return planAndAuthorize(in, st)
 }
 
+// mayStillWrite holds everything while a dispatched run's writer may still
+// be writing: the database stays held, and its outcome is not observed,
+// since the observation could be taken before a commit that then lands.
+func mayStillWrite(st api.PtahSchemaStatus, operationID string) Decision {
+	return stable(st, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
+		"the writer session of operation %s may still be running; ptah waits until it is gone or its deadline has passed", operationID))
+}
+
 func claimDispatched(st api.PtahSchemaStatus) bool {
 	return st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil
 }
@@ -214,14 +240,23 @@ func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operatio
 	if op.DispatchedAt != nil {
 		// The run may have executed: never dispatch it again. While its
 		// writer may still be writing, the database stays held.
-		if in.WriterMayStillWrite {
+		if in.LiveWriters[op.ID] {
 			return stable(st, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
-				"operation %s was dispatched and its writer session may still be running (deadline %s)", op.ID, op.Deadline.Format(time.RFC3339)))
+				"operation %s was dispatched and its writer session may still be running (deadline %s)", op.ID, op.Deadline.UTC().Format(time.RFC3339)))
 		}
-		st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now}
+		st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now, CoordinationDigest: op.CoordinationDigest}
 		st.ActiveOperation = nil
 		st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
 		return Decision{Step: StepWriteStatus, Status: st}
+	}
+	// Nothing of an undispatched claim ran. Past its deadline nothing may
+	// run under it either: drop it and decide again.
+	if !in.Now.Before(op.Deadline) {
+		return dropClaim(st, fmt.Sprintf("operation %s claimed plan %s but was not dispatched before its deadline %s; nothing ran under it; planning again",
+			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
+	}
+	if !in.Locked {
+		return Decision{Step: StepLock, Status: st, Operation: op}
 	}
 	if in.Rederived == "" {
 		return Decision{Step: StepRederive, Status: st, Operation: op}
@@ -229,10 +264,8 @@ func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operatio
 	if in.Rederived != op.InputFingerprint {
 		// The inputs moved between decision and dispatch: the plan is
 		// evidence of a database that no longer exists.
-		st.ActiveOperation = nil
 		st.Plan = nil
-		return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
-			fmt.Sprintf("inputs moved since operation %s was claimed; observing again", op.ID))}
+		return dropClaim(st, fmt.Sprintf("inputs moved since operation %s was claimed; observing again", op.ID))
 	}
 	// The last look before SQL runs: the input fingerprint covers the plan's
 	// recorded fingerprint, not its stored statements, so these must still
@@ -243,9 +276,40 @@ func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operatio
 			return stable(st, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
 		}
 		st.Plan = nil
-		return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying, err.Error()+"; observing again")}
+		return dropClaim(st, err.Error()+"; observing again")
+	}
+	// And the decision that authorized it must still stand: an approval
+	// withdrawn (or gone stale) since the claim authorizes nothing.
+	if why := stillAuthorized(in, op); why != "" {
+		return dropClaim(st, fmt.Sprintf("operation %s is no longer authorized (%s); nothing ran", op.ID, why))
 	}
 	return Decision{Step: StepDispatch, Status: st, Operation: op}
+}
+
+// dropClaim clears an undispatched claim and continues the pass.
+func dropClaim(st api.PtahSchemaStatus, message string) Decision {
+	st.ActiveOperation = nil
+	return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying, message)}
+}
+
+// stillAuthorized decides the claim's authorization again from what is
+// stored now; "" means it stands, else why it does not.
+func stillAuthorized(in SchemaPassInput, op *api.Operation) string {
+	v := Authorize(in.Spec.Policy, *in.CurrentPlan, in.Approvals)
+	withdrawn := func() string {
+		return fmt.Sprintf("approval %s (uid %s), which it was claimed under, was withdrawn or went stale", op.Approval.Name, op.Approval.UID)
+	}
+	switch {
+	case !v.Authorized && op.Approval != nil:
+		return withdrawn()
+	case !v.Authorized:
+		return v.Message
+	case op.Approval != nil && v.Approval != nil && v.Approval.UID != op.Approval.UID:
+		return withdrawn()
+	case op.Approval == nil && v.Approval != nil:
+		return "it was claimed without an approval, and the policy now requires one"
+	}
+	return ""
 }
 
 // verifyClaimedPlan checks that the stored plan is the one op claimed, with
@@ -272,6 +336,13 @@ func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
 			return Decision{Step: StepMarkStale, Status: st, Stale: stale}
 		}
 		return stable(st, api.PhaseInSync, api.ReasonInSync, "the database matches the declared schema")
+	}
+	if a := st.Applied; repeatsTheLastRun(st, StatementsDigest(obs.Statements)) {
+		st.Plan = nil
+		return stable(st, api.PhaseBlocked, api.ReasonPlanDoesNotConverge, fmt.Sprintf(
+			"plan %s, applied by operation %s, is derived again from the database it produced: applying it again would not converge; "+
+				"nothing runs until the declared schema or the database changes (this is a ptah defect or a declaration PostgreSQL keeps differently: please report it)",
+			a.Plan.Name, a.OperationID))
 	}
 	spec := api.PtahSchemaPlanSpec{
 		Schema:      api.ObjectReference{Name: in.Name, UID: in.UID},
@@ -301,6 +372,7 @@ func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
 		Plan:               ref,
 		InputFingerprint:   InputFingerprint(ref.Fingerprint, cur.Spec.Bindings),
 		CoordinationDigest: cur.Spec.CoordinationDigest,
+		StatementsDigest:   StatementsDigest(cur.Spec.Statements),
 		ClaimedAt:          in.Now,
 		Deadline:           in.Now.Add(in.RunTimeout),
 	}
@@ -310,6 +382,16 @@ func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
 	st.ActiveOperation = op
 	return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
 		fmt.Sprintf("operation %s claims plan %s", op.ID, ref.Name)), Operation: op}
+}
+
+// repeatsTheLastRun: the pass that verifies a successful run (or one that
+// found it did not converge) derived the very statements that run executed.
+func repeatsTheLastRun(st api.PtahSchemaStatus, digest string) bool {
+	a := st.Applied
+	if a == nil || a.Outcome != api.OutcomeSucceeded || a.StatementsDigest == "" || a.StatementsDigest != digest {
+		return false
+	}
+	return st.Reason == api.ReasonVerifying || st.Reason == api.ReasonPlanDoesNotConverge
 }
 
 // RunResult is how an executed run ended, from the shell's point of view.
@@ -332,13 +414,15 @@ func Account(st api.PtahSchemaStatus, op api.Operation, result RunResult, messag
 	st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
 	switch result {
 	case RunSucceeded:
-		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: now}
-		return withPhase(st, api.PhaseApplying, api.ReasonApplying, "applied; verifying")
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: now,
+			StatementsDigest: op.StatementsDigest}
+		return withPhase(st, api.PhaseApplying, api.ReasonVerifying, "applied; verifying")
 	case RunFailed:
-		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: now, Message: message}
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: now, Message: message,
+			StatementsDigest: op.StatementsDigest}
 		return withPhase(st, api.PhaseFailed, api.ReasonApplyFailed, message)
 	}
-	st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: now}
+	st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: now, CoordinationDigest: op.CoordinationDigest}
 	return withPhase(st, api.PhaseApplying, api.ReasonApplying, "the run's outcome is unknown: "+message)
 }
 

@@ -127,12 +127,23 @@ func TestSchemaPassSteps(t *testing.T) {
 			in.Observation = observation(true)
 			return in
 		}, StepWriteStatus, api.PhaseAwaitingApproval, api.ReasonAwaitingApproval, true},
-		{"a claim is re-derived before dispatch", claimed, StepRederive, "", "", false},
+		{"a claim takes the lease first", claimed, StepLock, "", "", false},
+		{"a claim is re-derived under the lease, before dispatch", func() SchemaPassInput {
+			in := claimed()
+			in.Locked = true
+			return in
+		}, StepRederive, "", "", false},
 		{"a claim whose inputs held is dispatched", func() SchemaPassInput {
 			in := claimed()
+			in.Locked = true
 			in.Rederived = in.Status.ActiveOperation.InputFingerprint
 			return in
 		}, StepDispatch, "", "", false},
+		{"a re-derivation taken without the lease is not enough", func() SchemaPassInput {
+			in := claimed()
+			in.Rederived = in.Status.ActiveOperation.InputFingerprint
+			return in
+		}, StepLock, "", "", false},
 		{"a tampered plan is refused", func() SchemaPassInput {
 			p := plan
 			p.Spec.Statements = []api.PlanStatement{{SQL: "DROP TABLE public.t", Hazards: []string{}}}
@@ -198,6 +209,7 @@ func TestSchemaPassMovedInputsDiscardTheClaim(t *testing.T) {
 	in := withCurrent(input(api.ApplyAlways), plan)
 	in.Observation = obs
 	in.Status.ActiveOperation = SchemaPass(in).Operation
+	in.Locked = true
 	in.Rederived = InputFingerprint(plan.Spec.Fingerprint, bindings("sha256:live2"))
 
 	d := SchemaPass(in)
@@ -218,6 +230,7 @@ func TestSchemaPassClaimedPlanIsVerifiedBeforeDispatch(t *testing.T) {
 		in := withCurrent(input(api.ApplyAlways), plan)
 		in.Observation = obs
 		in.Status.ActiveOperation = SchemaPass(in).Operation
+		in.Locked = true
 		in.Rederived = in.Status.ActiveOperation.InputFingerprint
 		mutate(&in)
 		return SchemaPass(in)
@@ -254,11 +267,11 @@ func TestSchemaPassDispatchedClaimIsNeverDispatchedAgain(t *testing.T) {
 	in := input(api.ApplyAlways)
 	in.Status.ActiveOperation = op
 
-	in.WriterMayStillWrite = true
+	in.LiveWriters = map[string]bool{"op-9": true}
 	if d := SchemaPass(in); d.Status.Reason != api.ReasonRunMayStillWrite || !d.Stable || d.Status.ActiveOperation == nil {
 		t.Fatalf("writer alive: got %s %s; want Blocked RunMayStillWrite holding the claim", d.Step, d.Status.Reason)
 	}
-	in.WriterMayStillWrite = false
+	in.LiveWriters = nil
 	d := SchemaPass(in)
 	if d.Step != StepWriteStatus || d.Status.PendingObservation == nil || d.Status.ActiveOperation != nil || d.Status.OwedRelease == nil {
 		t.Fatalf("writer gone: got %s %+v; want pendingObservation and an owed release, no claim", d.Step, d.Status)
@@ -396,5 +409,181 @@ func TestLeaseHeldDropsTheClaim(t *testing.T) {
 	got := LeaseHeld(st, "operation op-0 holds it")
 	if got.ActiveOperation != nil || got.Phase != api.PhaseBlocked || got.Reason != api.ReasonLeaseHeld || got.Message != "operation op-0 holds it" {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// claimedInput is an authorized claim of plan p, recorded and locked, with
+// its inputs re-derived unchanged: the pass's next step is dispatch.
+func claimedInput(policy api.ApplyPolicy, p Plan, approvals ...Approval) SchemaPassInput {
+	in := withCurrent(input(policy), p)
+	in.Observation = &Observation{Bindings: p.Spec.Bindings, Statements: p.Spec.Statements,
+		Destructive: p.Spec.Destructive, LockTimeout: p.Spec.LockTimeout}
+	in.Approvals = approvals
+	in.Status.ActiveOperation = SchemaPass(in).Operation
+	in.Locked = true
+	in.Rederived = in.Status.ActiveOperation.InputFingerprint
+	return in
+}
+
+// Nothing ran under an undispatched claim, and nothing may once its
+// deadline has passed: the claim is dropped and the pass decides again,
+// in ptah apply and ptah plan alike.
+func TestSchemaPassDropsAnUndispatchedClaimPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	plan := published(observation(false), "p1")
+	for _, planOnly := range []bool{false, true} {
+		in := claimedInput(api.ApplyAlways, plan)
+		in.Locked, in.Rederived = false, ""
+		in.PlanOnly = planOnly
+		op := in.Status.ActiveOperation
+		in.Now = op.Deadline
+		d := SchemaPass(in)
+		if d.Step != StepWriteStatus || d.Stable || d.Status.ActiveOperation != nil ||
+			!strings.Contains(d.Status.Message, "not dispatched before its deadline") || !strings.Contains(d.Status.Message, "nothing ran") {
+			t.Fatalf("plan-only %v: got %s stable=%v claim=%v %q; want the claim dropped, saying so, and the pass continued",
+				planOnly, d.Step, d.Stable, d.Status.ActiveOperation, d.Status.Message)
+		}
+		// A moment before, the claim stands (and ptah plan says when it expires).
+		in.Now = op.Deadline.Add(-time.Second)
+		if d := SchemaPass(in); d.Status.ActiveOperation == nil {
+			t.Fatalf("plan-only %v: a claim before its deadline was dropped: %q", planOnly, d.Status.Message)
+		}
+	}
+	// A dispatched claim past its deadline is not dropped: it may have run.
+	in := claimedInput(api.ApplyAlways, plan)
+	dispatched := t0
+	in.Status.ActiveOperation.DispatchedAt = &dispatched
+	in.Now = in.Status.ActiveOperation.Deadline.Add(time.Hour)
+	if d := SchemaPass(in); d.Status.PendingObservation == nil || d.Status.PendingObservation.OperationID != in.Status.ActiveOperation.ID {
+		t.Fatalf("dispatched, past the deadline: got %+v; want a pending observation", d.Status)
+	}
+}
+
+// The approval is the decision: one withdrawn (deleted, or gone stale)
+// between the claim and the dispatch authorizes nothing.
+func TestSchemaPassRechecksTheApprovalAtDispatch(t *testing.T) {
+	t.Parallel()
+	plan := published(observation(false), "p1")
+	approval := approvalFor(plan, "a1")
+	if d := SchemaPass(claimedInput(api.ApplyOnApproval, plan, approval)); d.Step != StepDispatch {
+		t.Fatalf("approval in place: got %s, want Dispatch", d.Step)
+	}
+	for name, mutate := range map[string]func(*SchemaPassInput){
+		"deleted":  func(in *SchemaPassInput) { in.Approvals = nil },
+		"stale":    func(in *SchemaPassInput) { in.Approvals[0].Status.Stale = true },
+		"replaced": func(in *SchemaPassInput) { in.Approvals = []Approval{approvalFor(plan, "a2")} },
+		"policy Never": func(in *SchemaPassInput) {
+			in.Spec.Policy.Apply = api.ApplyNever
+		},
+	} {
+		in := claimedInput(api.ApplyOnApproval, plan, approval)
+		mutate(&in)
+		d := SchemaPass(in)
+		if d.Step != StepWriteStatus || d.Status.ActiveOperation != nil || !strings.Contains(d.Status.Message, "no longer authorized") {
+			t.Errorf("approval %s: got %s claim=%v %q; want the claim dropped", name, d.Step, d.Status.ActiveOperation, d.Status.Message)
+		}
+	}
+}
+
+// Nothing is settled or released for a run whose writer may still write:
+// not the owed release (the database would be handed back under a live
+// writer), not the pending observation (it could be read before a commit
+// that then lands).
+func TestSchemaPassWaitsForALiveWriterInEveryPath(t *testing.T) {
+	t.Parallel()
+	ref := api.PlanReference{ObjectReference: api.ObjectReference{Name: "app-1", UID: "p1"}}
+	owed := input(api.ApplyAlways)
+	owed.Status.OwedRelease = &api.LeaseRelease{CoordinationDigest: "sha256:coord", OperationID: "op-7"}
+	owed.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: t0}
+	pending := input(api.ApplyAlways)
+	pending.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: t0}
+	pending.Observation = &Observation{Bindings: bindings("x")}
+	for name, in := range map[string]SchemaPassInput{"owed release": owed, "pending observation": pending} {
+		in.LiveWriters = map[string]bool{"op-7": true}
+		d := SchemaPass(in)
+		if d.Step != StepWriteStatus || !d.Stable || d.Status.Reason != api.ReasonRunMayStillWrite ||
+			d.Status.OwedRelease == nil && in.Status.OwedRelease != nil || d.Status.PendingObservation == nil {
+			t.Errorf("%s, writer alive: got %s %s %+v; want Blocked RunMayStillWrite, nothing settled", name, d.Step, d.Status.Reason, d.Status)
+		}
+		in.LiveWriters = map[string]bool{"op-other": true}
+		if d := SchemaPass(in); d.Status.Reason == api.ReasonRunMayStillWrite {
+			t.Errorf("%s: another operation's live writer must not hold this one", name)
+		}
+	}
+}
+
+// A plan that, once applied, is derived again from the database it
+// produced would run forever under policy Always: the pass stops Blocked
+// instead, until the declaration or the database changes.
+func TestSchemaPassStopsAPlanThatDoesNotConverge(t *testing.T) {
+	t.Parallel()
+	obs := observation(false)
+	plan := published(obs, "p1")
+	in := claimedInput(api.ApplyAlways, plan)
+	op := in.Status.ActiveOperation
+	verifying := input(api.ApplyAlways)
+	verifying.Status = Account(in.Status, *op, RunSucceeded, "", t0)
+	if verifying.Status.Reason != api.ReasonVerifying || verifying.Status.Applied.StatementsDigest != StatementsDigest(plan.Spec.Statements) {
+		t.Fatalf("account: %+v", verifying.Status)
+	}
+	verifying.Status.OwedRelease = nil // released
+	again := obs
+	again.Bindings.ActualStateFingerprint = "sha256:after" // the run changed something, not enough
+	verifying.Observation = again
+
+	d := SchemaPass(verifying)
+	if d.Step != StepWriteStatus || !d.Stable || d.Status.Phase != api.PhaseBlocked || d.Status.Reason != api.ReasonPlanDoesNotConverge ||
+		!strings.Contains(d.Status.Message, op.ID) {
+		t.Fatalf("the same statements after the run: got %s %s/%s %q; want Blocked PlanDoesNotConverge", d.Step, d.Status.Phase, d.Status.Reason, d.Status.Message)
+	}
+	// It stays blocked on the next pass (ptah serve reconciles again) ...
+	blocked := verifying
+	blocked.Status = d.Status
+	if d := SchemaPass(blocked); d.Status.Reason != api.ReasonPlanDoesNotConverge {
+		t.Fatalf("next pass: got %s; want still PlanDoesNotConverge", d.Status.Reason)
+	}
+	// ... until the declaration changes what is planned.
+	changed := *again
+	changed.Statements = []api.PlanStatement{{SQL: "ALTER TABLE public.t ADD COLUMN c text", Hazards: []string{}}}
+	blocked.Observation = &changed
+	if d := SchemaPass(blocked); d.Step != StepPublish {
+		t.Fatalf("a different plan: got %s %s; want it published", d.Step, d.Status.Reason)
+	}
+	// The same statements derived later, once the resource was in sync
+	// (the database was changed back by hand), are a plan like any other.
+	later := verifying
+	later.Status.Phase, later.Status.Reason = api.PhaseInSync, api.ReasonInSync
+	if d := SchemaPass(later); d.Step != StepPublish {
+		t.Fatalf("after InSync: got %s %s; want the plan published", d.Step, d.Status.Reason)
+	}
+}
+
+// One database has one writer, whatever the coordination keys say.
+func TestSchemaPassRealmConflictOnTheSameDatabaseUnderAnotherKey(t *testing.T) {
+	t.Parallel()
+	in := input(api.ApplyAlways)
+	in.Self.TargetIdentityDigest = "sha256:db"
+	in.Realm = []Claimant{in.Self, {Kind: api.KindPtahSchema, Namespace: "default", Name: "keyed",
+		CoordinationDigest: "sha256:other-key", TargetIdentityDigest: "sha256:db"}}
+	if d := SchemaPass(in); d.Status.Reason != api.ReasonRealmConflict || !strings.Contains(d.Status.Message, "default/keyed") {
+		t.Fatalf("same database, another key: got %s %q; want RealmConflict naming the rival", d.Status.Reason, d.Status.Message)
+	}
+	in.Realm[1].TargetIdentityDigest = "sha256:another-db"
+	if d := SchemaPass(in); d.Status.Reason == api.ReasonRealmConflict {
+		t.Fatal("another database under another key: no conflict expected")
+	}
+}
+
+func TestSchemaPassRefusesAStoredKindItDoesNotKnow(t *testing.T) {
+	t.Parallel()
+	in := input(api.ApplyAlways)
+	in.Stored = []StoredObject{{Kind: "PtahSchemaFuture", Namespace: "default", Name: "x", ContractVersion: api.ContractVersion}}
+	d := SchemaPass(in)
+	if d.Step != StepRefuse || !strings.Contains(d.Err.Error(), "PtahSchemaFuture default/x (a kind this ptah does not know") {
+		t.Fatalf("got %s, %v; want a refusal naming the unknown kind", d.Step, d.Err)
+	}
+	in.Stored = []StoredObject{{Kind: RecordRun, Name: "op-1", ContractVersion: api.ContractVersion + 1}}
+	if d := SchemaPass(in); d.Step != StepRefuse || !strings.Contains(d.Err.Error(), "Run /op-1") {
+		t.Fatalf("got %s, %v; want a refusal naming the run", d.Step, d.Err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Run outcomes as the journal records them.
@@ -122,10 +124,10 @@ FROM ptah.runs WHERE operation_id = $1`, operationID).Scan(
 // attempt under the same ID finds the row and executes nothing.
 func recordRunStart(ctx context.Context, conn *pgx.Conn, r *Run) error {
 	tag, err := conn.Exec(ctx, `
-INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, started_at, contract_version)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), $7)
 ON CONFLICT (operation_id) DO NOTHING`,
-		r.OperationID, r.Resource, r.PlanUID, r.Writer.PID, r.Writer.BackendStart, r.Deadline)
+		r.OperationID, r.Resource, r.PlanUID, r.Writer.PID, r.Writer.BackendStart, r.Deadline, api.ContractVersion)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Lease is the row in ptah.leases that says which operation holds a
@@ -140,13 +142,13 @@ func acquireLease(ctx context.Context, conn *pgx.Conn, l Lease) error {
 			}
 		}
 		_, err = tx.Exec(ctx, `
-INSERT INTO ptah.leases (coordination_digest, holder, resource, writer_pid, writer_backend_start, deadline, acquired_at)
-VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+INSERT INTO ptah.leases (coordination_digest, holder, resource, writer_pid, writer_backend_start, deadline, acquired_at, contract_version)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), $7)
 ON CONFLICT (coordination_digest) DO UPDATE SET
 	holder = EXCLUDED.holder, resource = EXCLUDED.resource,
 	writer_pid = EXCLUDED.writer_pid, writer_backend_start = EXCLUDED.writer_backend_start,
-	deadline = EXCLUDED.deadline, acquired_at = EXCLUDED.acquired_at`,
-			l.CoordinationDigest, l.Holder, l.Resource, l.Writer.PID, l.Writer.BackendStart, l.Deadline)
+	deadline = EXCLUDED.deadline, acquired_at = EXCLUDED.acquired_at, contract_version = EXCLUDED.contract_version`,
+			l.CoordinationDigest, l.Holder, l.Resource, l.Writer.PID, l.Writer.BackendStart, l.Deadline, api.ContractVersion)
 		return err
 	})
 }

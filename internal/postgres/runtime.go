@@ -72,6 +72,11 @@ CREATE TABLE IF NOT EXISTS ptah.run_steps (
 COMMENT ON TABLE ptah.run_steps IS
 	'ptah run journal: each statement of a run as it started and committed';
 
+-- The contract version of the ptah that wrote each row, for the stored-state
+-- fence (rows from before it was recorded were written under contract 1).
+ALTER TABLE ptah.leases ADD COLUMN IF NOT EXISTS contract_version integer;
+ALTER TABLE ptah.runs ADD COLUMN IF NOT EXISTS contract_version integer;
+
 CREATE TABLE IF NOT EXISTS ptah.target_instance (
 	singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
 	instance_id text NOT NULL,
@@ -102,7 +107,9 @@ func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
 		AND to_regclass('ptah.run_steps') IS NOT NULL
 		AND to_regclass('ptah.target_instance') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('ptah.runs')
-			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')`).Scan(&present)
+			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')
+		AND (SELECT count(*) FROM pg_attribute WHERE attname = 'contract_version' AND NOT attisdropped
+			AND attrelid IN (to_regclass('ptah.leases'), to_regclass('ptah.runs'))) = 2`).Scan(&present)
 	if err != nil {
 		return fmt.Errorf("checking the ptah runtime tables: %w", err)
 	}

@@ -118,6 +118,21 @@ func (w *Writer) Release(ctx context.Context) error {
 	return nil
 }
 
+// Abandon ends the writer's session without deleting its lease row: for a
+// run whose outcome could not be recorded, so that the database is not
+// handed back while a claim still reads as dispatched. With the session
+// gone the run can no longer write, and its advisory lock is gone; the row
+// stays as the record of who held the database, and the next writer takes
+// it over only because that session is gone (see acquireLease).
+func (w *Writer) Abandon() {
+	if w.conn == nil {
+		return
+	}
+	conn := w.conn
+	w.conn = nil
+	_ = conn.Close(context.Background())
+}
+
 func (w *Writer) release(ctx context.Context, conn *pgx.Conn) error {
 	if conn.IsClosed() {
 		return ErrWriterClosed

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -53,10 +54,14 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approv
 	if err := r.requireCurrent(ctx, o.Namespace, plan); err != nil {
 		return engine.Approval{}, err
 	}
+	now, err := postgres.ServerNow(ctx, r.Target)
+	if err != nil {
+		return engine.Approval{}, err
+	}
 	spec := api.PtahSchemaApprovalSpec{
 		Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: plan.Spec.Schema.Name,
 		PlanFingerprint: plan.Spec.Fingerprint, Bindings: plan.Spec.Bindings,
-		Approver: req.Approver, ApprovedAt: r.Now(), Reason: req.Reason,
+		Approver: req.Approver, ApprovedAt: now, Reason: req.Reason,
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {

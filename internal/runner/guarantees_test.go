@@ -246,7 +246,9 @@ func TestPersistedTargetLockReleaseRecoversAfterManagerCrash(t *testing.T) {
 // addressing the same database is refused unless every claimant declares
 // the sharing." Enforced in the census, "before any Job is dispatched",
 // bound to "the coordination digest of the engine and coordination key",
-// failing "Blocked with reason RealmConflict".
+// failing "Blocked with reason RealmConflict". Two resources addressing one
+// database under different coordination keys are rivals as well: "more
+// than one resource addressing the same database is refused".
 //
 // Each resource manages its own schema, so that when the sharing is
 // declared both may really converge; policy Always, so that anything but
@@ -266,8 +268,11 @@ func TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJob(t *testing.T) {
 		{name: "only one shares", shareA: true, contested: true},
 		{name: "a claim recorded before the rival came", crashedClaim: true, contested: true},
 		{name: "every claimant shares", shareA: true, shareB: true},
-		// The control for the key: it, not the database, names the realm.
-		{name: "different coordination keys", keyA: "orders", keyB: "billing"},
+		// A coordination key names a realm; it does not make one database
+		// two: resources addressing the same database under different keys
+		// are rivals too, unless every one of them declares the sharing.
+		{name: "different coordination keys, one database", keyA: "orders", keyB: "billing", contested: true},
+		{name: "different coordination keys, every claimant shares", keyA: "orders", keyB: "billing", shareA: true, shareB: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

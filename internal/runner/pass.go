@@ -26,9 +26,18 @@ type pass struct {
 	observation *engine.Observation
 	rederived   string
 	dispatched  []string
+
+	// writer holds the database's lease for the claim writerOp names,
+	// from StepLock to the end of its dispatch (or until the claim is
+	// dropped, when nothing of it ran).
+	writer   *postgres.Writer
+	writerOp string
 }
 
 func (p *pass) loop(ctx context.Context) (Result, error) {
+	// A lease taken for a claim that never dispatched is given back: nothing
+	// ran under it. (A dispatched one is released by dispatch, in order.)
+	defer p.releaseUndispatched(ctx)
 	for steps := 0; steps < maxStepsWithoutChange; steps++ {
 		in, obj, err := p.gather(ctx)
 		if err != nil {
@@ -46,15 +55,19 @@ func (p *pass) loop(ctx context.Context) (Result, error) {
 
 // gather reads everything the pass decides from.
 func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object, error) {
+	now, err := postgres.ServerNow(ctx, p.Target)
+	if err != nil {
+		return engine.SchemaPassInput{}, store.Object{}, err
+	}
 	// The fence and the census need only what the store records about each
 	// object; plans, which accumulate, are not read but for the current one.
-	all, err := p.Store.List(ctx, store.ListOptions{MetadataOnly: true})
+	all, stored, err := p.storedState(ctx)
 	if err != nil {
-		return engine.SchemaPassInput{}, store.Object{}, fmt.Errorf("reading stored state: %w", err)
+		return engine.SchemaPassInput{}, store.Object{}, err
 	}
 	in := engine.SchemaPassInput{
-		Now: p.Now(), Name: p.res.Schema.Name, Spec: p.res.Schema.Spec, Binding: p.binding(),
-		Stored: storedVersions(all), Observation: p.observation, Rederived: p.rederived,
+		Now: now, Name: p.res.Schema.Name, Spec: p.res.Schema.Spec, Binding: p.binding(),
+		Stored: stored, Observation: p.observation, Rederived: p.rederived,
 		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
 	}
 	for _, o := range all {
@@ -62,7 +75,8 @@ func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object
 			continue
 		}
 		c := engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
-			CoordinationDigest: o.Labels[LabelCoordination], SharedRealm: o.Labels[LabelSharedRealm] == "true"}
+			CoordinationDigest: o.Labels[LabelCoordination], TargetIdentityDigest: o.Labels[LabelTarget],
+			SharedRealm: o.Labels[LabelSharedRealm] == "true"}
 		in.Realm = append(in.Realm, c)
 		if o.Namespace == p.res.namespace() && o.Name == p.res.Schema.Name {
 			in.Self = c
@@ -104,34 +118,36 @@ func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object
 			return in, self, err
 		}
 	}
-	if op := in.Status.ActiveOperation; op != nil && op.DispatchedAt != nil {
-		alive, err := p.writerMayStillWrite(ctx, *op)
-		if err != nil {
-			return in, self, err
-		}
-		in.WriterMayStillWrite = alive
-	}
-	return in, self, nil
+	op := in.Status.ActiveOperation
+	in.Locked = op != nil && p.writer != nil && p.writerOp == op.ID
+	in.LiveWriters, err = p.liveWriters(ctx, in.Status)
+	return in, self, err
 }
 
-// writerMayStillWrite is local mode's "Pod-level answer": the run's writer
-// session, recorded in the journal before any SQL, is still connected and
-// its deadline has not passed.
-func (p *pass) writerMayStillWrite(ctx context.Context, op api.Operation) (bool, error) {
-	if !p.Now().Before(op.Deadline) {
-		return false, nil
+// liveWriters asks, for each dispatched operation the status names, local
+// mode's "Pod-level answer": may its writer still write?
+func (p *pass) liveWriters(ctx context.Context, st api.PtahSchemaStatus) (map[string]bool, error) {
+	ops := map[string]string{} // operation ID -> coordination digest
+	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		ops[op.ID] = op.CoordinationDigest
 	}
-	run, err := postgres.ReadRun(ctx, p.Target, op.ID)
-	if errors.Is(err, postgres.ErrRunNotFound) {
-		return false, nil // the writer never recorded itself, so it never ran SQL
+	if po := st.PendingObservation; po != nil {
+		ops[po.OperationID] = po.CoordinationDigest
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading the journal of operation %s: %w", op.ID, err)
+	if owed := st.OwedRelease; owed != nil {
+		ops[owed.OperationID] = owed.CoordinationDigest
 	}
-	if run.FinishedAt != nil {
-		return false, nil
+	live := map[string]bool{}
+	for id, digest := range ops {
+		may, err := postgres.WriterMayStillWrite(ctx, p.Target, id, digest)
+		if err != nil {
+			return nil, err
+		}
+		if may {
+			live[id] = true
+		}
 	}
-	return postgres.SessionAlive(ctx, p.Target, run.Writer.PID, run.Writer.BackendStart)
+	return live, nil
 }
 
 // act carries out one decision; done reports a stable end.
@@ -155,6 +171,17 @@ func (p *pass) act(ctx context.Context, obj store.Object, in engine.SchemaPassIn
 		if err := p.writeStatus(ctx, &obj, d.Status); err != nil {
 			return true, err
 		}
+		if d.Status.ActiveOperation == nil {
+			p.releaseUndispatched(ctx) // dropped before dispatch: nothing ran under it
+		}
+		if d.Stable && d.Status.Reason == api.ReasonRunMayStillWrite {
+			// A writer this process dispatched and lost touch with (its
+			// connection broke) usually ends within moments: wait for
+			// that, rather than leave the outcome to the next ptah apply.
+			if id := p.ownLiveWriter(in); id != "" && p.mode == Apply {
+				return !p.waitForWriter(ctx, id, in.Status), nil
+			}
+		}
 		if claimed {
 			failpoint.Hit(FailAfterClaim)
 		}
@@ -167,6 +194,8 @@ func (p *pass) act(ctx context.Context, obj store.Object, in engine.SchemaPassIn
 		return false, p.markStale(ctx, d.Stale)
 	case engine.StepPublish:
 		return false, p.publish(ctx, obj, d)
+	case engine.StepLock:
+		return p.lock(ctx, obj, in, *d.Operation)
 	case engine.StepRederive:
 		fresh, err := p.observe(ctx, p.res, p.identity)
 		if err != nil {
@@ -204,6 +233,9 @@ func (p *pass) writeStatus(ctx context.Context, obj *store.Object, st api.PtahSc
 		fresh, gerr := p.Store.Get(ctx, obj.Kind, obj.Namespace, obj.Name)
 		if gerr != nil {
 			return fmt.Errorf("writing the status of %s: %w (re-reading it: %w)", obj.Name, err, gerr)
+		}
+		if ferr := fenceObject(fresh); ferr != nil {
+			return ferr // a newer ptah wrote it meanwhile: never write over it
 		}
 		if fresh.UID != obj.UID {
 			return fmt.Errorf("writing the status of %s: the object was deleted and created again (uid %s, now %s)", obj.Name, obj.UID, fresh.UID)
@@ -251,30 +283,56 @@ func (p *pass) publish(ctx context.Context, obj store.Object, d engine.Decision)
 	return p.writeStatus(ctx, &obj, st)
 }
 
-// dispatch takes the lease, makes the dispatch marker durable, runs the plan
-// once, and accounts for it in one write.
-func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaPassInput, op api.Operation) (bool, error) {
-	if in.CurrentPlan == nil || in.CurrentPlan.UID != op.Plan.UID {
-		return true, fmt.Errorf("operation %s claims plan %s, which is gone", op.ID, op.Plan.Name)
-	}
+// lock takes the database's lease for op: a dedicated writer session that
+// holds the advisory lock and the lease row naming it. The inputs are then
+// derived again under it, and the plan dispatched on it.
+func (p *pass) lock(ctx context.Context, obj store.Object, in engine.SchemaPassInput, op api.Operation) (bool, error) {
+	p.releaseUndispatched(ctx)
 	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.Schema.Name, op.Deadline)
 	var held *postgres.LeaseHeldError
-	if errors.As(err, &held) {
+	switch {
+	case errors.As(err, &held):
 		return true, p.writeStatus(ctx, &obj, engine.LeaseHeld(in.Status, held.Error()))
-	}
-	if err != nil {
+	case errors.Is(err, postgres.ErrDeadlinePassed):
+		return false, nil // the next pass drops the claim: nothing ran under it
+	case err != nil:
 		return true, err
 	}
-	// Whatever happens below, the session ends with this process; an
-	// explicit release is still owed in the status until it succeeds.
-	defer func() { _ = w.Release(context.Background()) }()
+	p.writer, p.writerOp = w, op.ID
+	p.rederived = "" // only a reading taken under the lease counts
+	return false, nil
+}
 
-	now := p.Now()
+// releaseUndispatched gives back a lease taken for a claim that was never
+// dispatched. Nothing ran under it, so nothing is owed: a release that
+// fails leaves a row naming a session that ends here, which the next
+// writer may take over.
+func (p *pass) releaseUndispatched(ctx context.Context) {
+	if p.writer == nil {
+		return
+	}
+	_ = p.writer.Release(context.WithoutCancel(ctx))
+	p.writer, p.writerOp = nil, ""
+}
+
+// dispatch makes the dispatch marker durable, runs the plan once on the
+// locked writer, and accounts for it in one write; only then is the
+// database released.
+func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaPassInput, op api.Operation) (bool, error) {
+	w := p.writer
+	if w == nil || p.writerOp != op.ID {
+		return true, fmt.Errorf("operation %s reached dispatch without holding the database's lease; this is a bug", op.ID)
+	}
+	// From here on the lease is this dispatch's to give back, and only in
+	// the order the guarantees demand.
+	p.writer, p.writerOp = nil, ""
 	marked := op
-	marked.DispatchedAt = &now
+	marked.DispatchedAt = &in.Now
 	st := in.Status
 	st.ActiveOperation = &marked
 	if err := p.writeStatus(ctx, &obj, st); err != nil {
+		// Nothing ran: the lease goes back with the claim undispatched.
+		_ = w.Release(context.WithoutCancel(ctx))
 		return true, err
 	}
 	p.dispatched = append(p.dispatched, op.ID)
@@ -291,17 +349,22 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)
 	defer cancel()
 	result, message := classify(runErr)
-	st = engine.Account(st, marked, result, message, p.Now())
+	st = engine.Account(st, marked, result, message, p.serverNow(ctx, in.Now))
 	if err := p.writeStatus(ctx, &obj, st); err != nil {
-		return true, err
+		// The claim still reads as dispatched, and no release is owed on
+		// record: the database must not be handed back. Ending the writer's
+		// session (never deleting its lease row) stops it from writing;
+		// the next pass finds it gone and settles the run by observation.
+		w.Abandon()
+		return true, fmt.Errorf("recording the outcome of operation %s: %w", op.ID, err)
 	}
 	failpoint.Hit(FailBeforeRelease)
 	p.observation, p.rederived = nil, ""
 	if err := w.Release(ctx); err != nil {
 		// The writer's session is gone (a lost connection) or unusable:
-		// the release stays owed in the status, and the next step
-		// completes it from the runner's own session (a failed run stops
-		// here; the next ptah apply completes it).
+		// the release stays owed in the status, and a later step completes
+		// it from the runner's own session once the writer can no longer
+		// write (a failed run stops here; the next ptah apply completes it).
 		return result == engine.RunFailed, nil
 	}
 	st.OwedRelease = nil
@@ -312,6 +375,56 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 		return true, nil
 	}
 	return false, nil
+}
+
+// ownLiveWriter returns the operation this process dispatched whose writer
+// may still write, if any.
+func (p *pass) ownLiveWriter(in engine.SchemaPassInput) string {
+	for _, id := range p.dispatched {
+		if in.LiveWriters[id] {
+			return id
+		}
+	}
+	return ""
+}
+
+// writerWait bounds how long a pass waits for a writer it lost touch with.
+const writerWait = time.Minute
+
+// waitForWriter waits, bounded by writerWait, until the writer of
+// operation id can no longer write; it reports whether that happened.
+func (p *pass) waitForWriter(ctx context.Context, id string, st api.PtahSchemaStatus) bool {
+	digest := ""
+	switch {
+	case st.OwedRelease != nil && st.OwedRelease.OperationID == id:
+		digest = st.OwedRelease.CoordinationDigest
+	case st.PendingObservation != nil && st.PendingObservation.OperationID == id:
+		digest = st.PendingObservation.CoordinationDigest
+	case st.ActiveOperation != nil && st.ActiveOperation.ID == id:
+		digest = st.ActiveOperation.CoordinationDigest
+	}
+	ctx, cancel := context.WithTimeout(ctx, writerWait)
+	defer cancel()
+	for {
+		may, err := postgres.WriterMayStillWrite(ctx, p.Target, id, digest)
+		if err != nil || !may {
+			return err == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// serverNow is the server's clock, or fallback when it cannot be read (the
+// record then carries the time of the pass).
+func (p *pass) serverNow(ctx context.Context, fallback time.Time) time.Time {
+	if now, err := postgres.ServerNow(ctx, p.Target); err == nil {
+		return now
+	}
+	return fallback
 }
 
 // accountTimeout bounds the writes that record a run after it ended.

@@ -26,6 +26,10 @@ const (
 	LabelSchema       = "ptah.run/schema"
 	LabelCoordination = "ptah.run/coordination"
 	LabelSharedRealm  = "ptah.run/shared-realm"
+	// LabelTarget names the database a resource addresses (its target
+	// identity digest, short), whatever its coordination key: the census
+	// counts every resource of one database.
+	LabelTarget = "ptah.run/target"
 )
 
 // Failpoints the runner stops at in crash tests.
@@ -43,8 +47,9 @@ type Runner struct {
 	Target *pgx.Conn // a session on the target: identity, leases, liveness
 	DevURL string
 
-	Version    string
-	Now        func() time.Time
+	Version string
+	// NewID returns a fresh operation ID. Times come from the target
+	// server's clock, which enforces every deadline (see postgres.ServerNow).
 	NewID      func() string
 	RunTimeout time.Duration
 	// Progress, when set, hears of each statement as it starts.
@@ -85,6 +90,7 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 	}
 	labels := map[string]string{
 		LabelCoordination: fingerprint.Short(CoordinationDigest(res.Schema.Spec, identity)),
+		LabelTarget:       fingerprint.Short(identity),
 		LabelSharedRealm:  fmt.Sprint(res.Schema.Spec.Target.SharedRealm),
 	}
 	// Another process may register the same resource at the same moment:
@@ -98,6 +104,10 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 		case err == nil && registered(obj, spec, labels):
 			return obj, nil // nothing to write: concurrent runs of one file do not contend
 		case err == nil:
+			// Read again after a lost race: a newer ptah may have written it.
+			if ferr := fenceObject(obj); ferr != nil {
+				return store.Object{}, ferr
+			}
 			obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
 			obj, err = r.Store.Update(ctx, obj)
 		}
@@ -172,17 +182,49 @@ func (r *Runner) withLeaseHolder(ctx context.Context, res Resource, identity str
 // Fence refuses stored state a newer ptah wrote. Every entry point calls it
 // before anything else; a caller that reads the store itself calls it first.
 func (r *Runner) Fence(ctx context.Context) error {
-	objs, err := r.Store.List(ctx, store.ListOptions{MetadataOnly: true})
+	_, stored, err := r.storedState(ctx)
 	if err != nil {
-		return fmt.Errorf("scanning stored state: %w", err)
+		return err
 	}
-	return engine.VerifyStoredState(storedVersions(objs), api.ContractVersion)
+	return engine.VerifyStoredState(stored, api.ContractVersion)
 }
 
-func storedVersions(objs []store.Object) []engine.StoredObject {
-	out := make([]engine.StoredObject, len(objs))
-	for i, o := range objs {
-		out[i] = engine.StoredObject{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, ContractVersion: o.ContractVersion}
+// storedState reads what the fence decides from: every object of the store
+// (metadata only) and the newest record of each runtime table. It returns
+// the objects too, for the census.
+func (r *Runner) storedState(ctx context.Context) ([]store.Object, []engine.StoredObject, error) {
+	objs, err := r.Store.List(ctx, store.ListOptions{MetadataOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("scanning stored state: %w", err)
 	}
-	return out
+	records, err := postgres.NewestRuntimeRecords(ctx, r.Target)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scanning stored state: %w", err)
+	}
+	out := make([]engine.StoredObject, 0, len(objs)+len(records))
+	for _, o := range objs {
+		out = append(out, storedObject(o))
+	}
+	for _, rec := range records {
+		kind := engine.RecordRun
+		if rec.Table == "leases" {
+			kind = engine.RecordLease
+		}
+		out = append(out, engine.StoredObject{Kind: kind, Name: rec.Key, ContractVersion: rec.ContractVersion})
+	}
+	return objs, out, nil
+}
+
+// storedObject is what the fence sees of o: the highest contract version
+// recorded on it, by the store or inside its spec and status.
+func storedObject(o store.Object) engine.StoredObject {
+	return engine.StoredObject{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+		ContractVersion: max(o.ContractVersion, o.EmbeddedContractVersion)}
+}
+
+// fenceObject refuses to write over o, read back after a lost race, when a
+// newer ptah wrote it meanwhile. The store refuses such a write too
+// (store.ErrNewerContract); this names the object the way the fence does.
+func fenceObject(o store.Object) error {
+	return engine.VerifyStoredState([]engine.StoredObject{storedObject(o)}, api.ContractVersion)
 }

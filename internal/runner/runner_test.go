@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
@@ -62,7 +63,6 @@ func newRunner(ctx context.Context, url string) (*Runner, error) {
 	}
 	return &Runner{
 		Store: st, Target: conn, Version: "test", RunTimeout: time.Hour,
-		Now:   time.Now, // the writer's deadline is enforced by the server's clock
 		NewID: randomID,
 	}, nil
 }
@@ -144,39 +144,66 @@ func TestPlanApproveApplyReachesInSync(t *testing.T) {
 	}
 }
 
-// Guarantee 1: an approval binds the plan's UID, not just its name.
+// Guarantee 1, "Only work a decision authorized executes": "An approval
+// names a UID, not just a name. A plan republished under the same
+// deterministic name is a different object, and an approval for the
+// previous one authorizes nothing." And "a plan is executed only while the
+// decision that authorized it still names the exact plan, and only once".
+//
+// Both replacements below publish the very same content under the same
+// name: the same fingerprint, the same bindings. Only the UID tells the
+// plans apart, so only the UID comparison can refuse the old approval.
 func TestRecordedApprovalStaleIgnoresSameNameReplacementUID(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	f := newFixture(t, v1)
 	res := f.resource(api.ApplyOnApproval, v2)
 	first := f.run(res, PlanOnly)
-	approval, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: first.Plan.UID, Approver: "ana"})
-	if err != nil {
+	approval := f.approve(first.Plan)
+
+	// The plan object is removed (as after a tampered plan) and the next
+	// pass publishes it again.
+	if err := f.r.Store.Delete(ctx, api.KindPtahSchemaPlan, "default", first.Plan.Name, first.Plan.UID); err != nil {
 		t.Fatal(err)
 	}
-
-	// The database moves and comes back: the plan is replaced twice, the
-	// second time by the same content under the same deterministic name.
-	pgtest.Exec(t, f.url, "CREATE TABLE scratch (x int)")
-	moved := f.run(res, PlanOnly)
-	pgtest.Exec(t, f.url, "DROP TABLE scratch")
 	back := f.run(res, PlanOnly)
-
-	if back.Plan.Name != first.Plan.Name || back.Plan.UID == first.Plan.UID || moved.Plan.UID == first.Plan.UID {
-		t.Fatalf("want the same name under a new UID: first %s/%s, back %s/%s", first.Plan.Name, first.Plan.UID, back.Plan.Name, back.Plan.UID)
+	sameButUID(t, first.Plan, back.Plan)
+	if got := f.run(res, Apply); got.Status.Phase != api.PhaseAwaitingApproval || f.tableExists("posts") || len(got.Dispatched) != 0 {
+		t.Fatalf("apply after the replacement: phase %s (%s), posts exists %v; the approval of %s must authorize nothing",
+			got.Status.Phase, got.Status.Message, f.tableExists("posts"), first.Plan.UID)
 	}
-	stored, err := f.r.Store.GetByUID(context.Background(), approval.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, _ := decodeApproval(stored); !a.Status.Stale {
+	if !f.approvalStale(approval.UID) {
 		t.Fatal("the approval of the replaced plan must be marked stale")
 	}
-	if got := f.run(res, Apply); got.Status.Phase != api.PhaseAwaitingApproval || f.tableExists("posts") {
-		t.Fatalf("apply after replacement: phase %s, posts exists %v; the old approval must authorize nothing", got.Status.Phase, f.tableExists("posts"))
-	}
-	if _, err := f.r.Approve(context.Background(), ApproveRequest{PlanUID: first.Plan.UID, Approver: "ana"}); !errors.Is(err, ErrUnknownPlan) {
+	if _, err := f.r.Approve(ctx, ApproveRequest{PlanUID: first.Plan.UID, Approver: "ana"}); !errors.Is(err, ErrUnknownPlan) {
 		t.Fatalf("approving the replaced plan's UID: %v; want ErrUnknownPlan", err)
+	}
+
+	// An approval authorizes one execution: the plan runs, the database is
+	// put back by hand, and the same plan is derived again under the same
+	// name. Its approval was spent.
+	spent := f.approve(back.Plan)
+	if got := f.run(res, Apply); got.Status.Phase != api.PhaseInSync || len(got.Dispatched) != 1 {
+		t.Fatalf("the approved plan runs: phase %s (%s), dispatched %v", got.Status.Phase, got.Status.Message, got.Dispatched)
+	}
+	pgtest.Exec(t, f.url, "DROP TABLE posts")
+	again := f.run(res, PlanOnly)
+	sameButUID(t, back.Plan, again.Plan)
+	if got := f.run(res, Apply); got.Status.Phase != api.PhaseAwaitingApproval || f.tableExists("posts") || len(got.Dispatched) != 0 {
+		t.Fatalf("apply of the same plan again: phase %s (%s), posts exists %v; approval %s was spent",
+			got.Status.Phase, got.Status.Message, f.tableExists("posts"), spent.UID)
+	}
+	if !f.approvalStale(spent.UID) {
+		t.Fatal("the spent approval must be marked stale")
+	}
+}
+
+// sameButUID requires b to be a as published again: same name, content and
+// fingerprint, another object.
+func sameButUID(t *testing.T, a, b *engine.Plan) {
+	t.Helper()
+	if b == nil || b.Name != a.Name || b.Spec.Fingerprint != a.Spec.Fingerprint || b.UID == a.UID {
+		t.Fatalf("want plan %s published again under a new UID with fingerprint %s; got %+v", a.Name, a.Spec.Fingerprint, b)
 	}
 }
 

@@ -20,4 +20,8 @@ var (
 	// ErrInvalid: the object cannot be stored as given (no kind or name, no
 	// contract version, spec or status not JSON, ...). Retrying cannot help.
 	ErrInvalid = errors.New("invalid object")
+	// ErrNewerContract: the stored object was written under a newer
+	// contract version than the write carries. Nothing was written; this
+	// ptah must not rewrite (or interpret) it: upgrade ptah.
+	ErrNewerContract = errors.New("object was written by a newer ptah")
 )

@@ -66,3 +66,33 @@ func Ref(kind, namespace, name string) string {
 	}
 	return fmt.Sprintf("%s %q", kind, namespace+"/"+name)
 }
+
+// EmbeddedContractVersion returns the highest number-valued
+// "contractVersion" member found at any depth of the JSON documents, 0 when
+// there is none (see Object.EmbeddedContractVersion).
+func EmbeddedContractVersion(docs ...json.RawMessage) int {
+	highest := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if n, ok := x.(float64); ok && k == "contractVersion" && int(n) > highest {
+					highest = int(n)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, d := range docs {
+		var v any
+		if len(d) > 0 && json.Unmarshal(d, &v) == nil {
+			walk(v)
+		}
+	}
+	return highest
+}

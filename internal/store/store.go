@@ -37,6 +37,12 @@ type Object struct {
 	// object. The caller sets it on every write and the store records it, so
 	// that an older ptah can refuse state it would misread.
 	ContractVersion int
+	// EmbeddedContractVersion is the highest contract version recorded
+	// inside Spec or Status: any number-valued "contractVersion" member, at
+	// any depth; 0 when there is none. The store derives it on every read
+	// (MetadataOnly lists included, so the stored-state fence sees it
+	// without reading every spec); it is ignored on writes.
+	EmbeddedContractVersion int
 	// Immutable, set at Create (or turned on by Update), forbids any later
 	// change of Spec. Plans and approvals are created immutable: what was
 	// approved is what stays stored.
@@ -76,6 +82,8 @@ type ListOptions struct {
 //
 // Preconditions (checked atomically with the write; on failure nothing is
 // written):
+//   - Update and UpdateStatus require obj.ContractVersion to be at least the
+//     stored one.
 //   - Update and UpdateStatus require obj.ResourceVersion to equal the stored
 //     one, and obj.UID, when non-empty, to equal the stored one.
 //   - Delete requires uid, when non-empty, to equal the stored UID.
@@ -87,6 +95,10 @@ type ListOptions struct {
 //   - ErrConflict: a failed precondition. The caller must re-read and decide
 //     again. When several writers race from the same ResourceVersion,
 //     exactly one succeeds.
+//   - ErrNewerContract: Update or UpdateStatus of an object whose stored
+//     ContractVersion is higher than obj.ContractVersion. Stored state never
+//     goes back to an older contract: a ptah must not rewrite what a newer
+//     one wrote. Checked before the other preconditions.
 //   - ErrImmutable: Update that changes the Spec of an immutable object or
 //     sets Immutable false on it. Labels and Status stay writable.
 //   - ErrInvalid: an object without Kind or Name, without a positive

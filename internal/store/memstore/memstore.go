@@ -197,6 +197,8 @@ func (s *Store) current(k key, obj store.Object) (store.Object, error) {
 	switch {
 	case !ok:
 		return store.Object{}, store.ErrNotFound
+	case cur.ContractVersion > obj.ContractVersion:
+		return store.Object{}, fmt.Errorf("contract version %d, the write carries %d: %w", cur.ContractVersion, obj.ContractVersion, store.ErrNewerContract)
 	case obj.UID != "" && obj.UID != cur.UID:
 		return store.Object{}, fmt.Errorf("UID %s, not %s: %w", cur.UID, obj.UID, store.ErrConflict)
 	case obj.ResourceVersion != cur.ResourceVersion:
@@ -223,6 +225,7 @@ func (s *Store) stamp() time.Time {
 // clone gives obj its own labels and JSON, in the representation the
 // contract promises (no empty labels, no null JSON).
 func clone(obj store.Object) store.Object {
+	obj.EmbeddedContractVersion = store.EmbeddedContractVersion(obj.Spec, obj.Status)
 	if len(obj.Labels) == 0 {
 		obj.Labels = nil
 	} else {

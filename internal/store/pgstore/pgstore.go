@@ -52,13 +52,24 @@ func New(ctx context.Context, db DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// columns is the select list every read scans with scanObject.
-const columns = `uid, kind, namespace, name, resource_version, generation, contract_version,
+// storedColumns are the columns of ptah.objects, in the order Create
+// writes them.
+const storedColumns = `uid, kind, namespace, name, resource_version, generation, contract_version,
 	immutable, labels, spec, status, created_at, updated_at`
+
+// columns is the select list every read scans with scanObject.
+const columns = storedColumns + `, ` + embeddedContractVersion
 
 // metadataColumns is columns with spec and status read as NULL.
 const metadataColumns = `uid, kind, namespace, name, resource_version, generation, contract_version,
-	immutable, labels, NULL::jsonb, NULL::jsonb, created_at, updated_at`
+	immutable, labels, NULL::jsonb, NULL::jsonb, created_at, updated_at, ` + embeddedContractVersion
+
+// embeddedContractVersion derives store.Object.EmbeddedContractVersion from
+// the row's spec and status, whoever wrote them.
+const embeddedContractVersion = `(SELECT coalesce(max(v::text::numeric), 0)::integer
+	FROM (SELECT jsonb_path_query(coalesce(spec, 'null'), 'strict $.**.contractVersion ? (@.type() == "number")')
+	      UNION ALL
+	      SELECT jsonb_path_query(coalesce(status, 'null'), 'strict $.**.contractVersion ? (@.type() == "number")')) e(v))`
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, kind, namespace, name string) (store.Object, error) {
@@ -116,7 +127,7 @@ func (s *Store) Create(ctx context.Context, obj store.Object) (store.Object, err
 	if err := store.Check(obj); err != nil {
 		return store.Object{}, fmt.Errorf("creating %s: %w", ref, err)
 	}
-	created, err := s.queryOne(ctx, `INSERT INTO ptah.objects (`+columns+`)
+	created, err := s.queryOne(ctx, `INSERT INTO ptah.objects (`+storedColumns+`)
 		VALUES ($1, $2, $3, $4, nextval('ptah.resource_version'), 1, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, now(), now())
 		RETURNING `+columns,
 		store.NewUID(), obj.Kind, obj.Namespace, obj.Name, obj.ContractVersion, obj.Immutable,
@@ -144,7 +155,7 @@ func (s *Store) Update(ctx context.Context, obj store.Object) (store.Object, err
 			generation = generation + CASE WHEN spec IS NOT DISTINCT FROM $7::jsonb THEN 0 ELSE 1 END,
 			resource_version = nextval('ptah.resource_version'), updated_at = now()
 		WHERE kind = $1 AND namespace = $2 AND name = $3
-			AND resource_version = $4 AND ($5 = '' OR uid = $5)
+			AND resource_version = $4 AND ($5 = '' OR uid = $5) AND contract_version <= $9
 			AND (NOT immutable OR ($10 AND spec IS NOT DISTINCT FROM $7::jsonb))
 		RETURNING `+columns,
 		obj.Kind, obj.Namespace, obj.Name, obj.ResourceVersion, obj.UID,
@@ -168,7 +179,7 @@ func (s *Store) UpdateStatus(ctx context.Context, obj store.Object) (store.Objec
 			status = $6::jsonb, contract_version = $7,
 			resource_version = nextval('ptah.resource_version'), updated_at = now()
 		WHERE kind = $1 AND namespace = $2 AND name = $3
-			AND resource_version = $4 AND ($5 = '' OR uid = $5)
+			AND resource_version = $4 AND ($5 = '' OR uid = $5) AND contract_version <= $7
 		RETURNING `+columns,
 		obj.Kind, obj.Namespace, obj.Name, obj.ResourceVersion, obj.UID,
 		jsonArg(obj.Status), obj.ContractVersion)
@@ -204,6 +215,8 @@ func (s *Store) whyNotUpdated(ctx context.Context, obj store.Object, spec bool) 
 	switch {
 	case err != nil:
 		return err
+	case cur.contractVersion > obj.ContractVersion:
+		return fmt.Errorf("contract version %d, the write carries %d: %w", cur.contractVersion, obj.ContractVersion, store.ErrNewerContract)
 	case obj.UID != "" && obj.UID != cur.uid:
 		return fmt.Errorf("UID %s, not %s: %w", cur.uid, obj.UID, store.ErrConflict)
 	case obj.ResourceVersion != cur.rv:
@@ -224,17 +237,18 @@ func (s *Store) whyNotDeleted(ctx context.Context, kind, namespace, name, uid st
 }
 
 type row struct {
-	uid       string
-	rv        int64
-	immutable bool
+	uid             string
+	rv              int64
+	immutable       bool
+	contractVersion int
 }
 
 // current reads what the preconditions are checked against.
 func (s *Store) current(ctx context.Context, kind, namespace, name string) (row, error) {
 	var r row
-	err := s.db.QueryRow(ctx, `SELECT uid, resource_version, immutable FROM ptah.objects
+	err := s.db.QueryRow(ctx, `SELECT uid, resource_version, immutable, contract_version FROM ptah.objects
 		WHERE kind = $1 AND namespace = $2 AND name = $3`,
-		kind, namespace, name).Scan(&r.uid, &r.rv, &r.immutable)
+		kind, namespace, name).Scan(&r.uid, &r.rv, &r.immutable, &r.contractVersion)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return row{}, store.ErrNotFound
@@ -264,7 +278,7 @@ func scanObject(row pgx.Row) (store.Object, error) {
 		spec, status []byte
 	)
 	err := row.Scan(&o.UID, &o.Kind, &o.Namespace, &o.Name, &o.ResourceVersion, &o.Generation,
-		&o.ContractVersion, &o.Immutable, &o.Labels, &spec, &status, &o.CreatedAt, &o.UpdatedAt)
+		&o.ContractVersion, &o.Immutable, &o.Labels, &spec, &status, &o.CreatedAt, &o.UpdatedAt, &o.EmbeddedContractVersion)
 	if err != nil {
 		return store.Object{}, err
 	}

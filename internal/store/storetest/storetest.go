@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RecreatedObjectGetsANewUID", testRecreatedObjectGetsNewUID},
 		{"ResourceVersionIncreasesAcrossObjects", testResourceVersionIncreasesAcrossObjects},
 		{"ContractVersionRoundTrips", testContractVersionRoundTrips},
+		{"ContractVersionNeverGoesBack", testContractVersionNeverGoesBack},
+		{"EmbeddedContractVersionIsReadBack", testEmbeddedContractVersion},
 		{"TimestampsAreKept", testTimestamps},
 		{"ReturnedObjectsAreCopies", testReturnedObjectsAreCopies},
 	}
@@ -697,11 +699,55 @@ func testContractVersionRoundTrips(t *testing.T, s store.Store) {
 	cur.ContractVersion = 7
 	cur = mustUpdateStatus(t, s, cur)
 	versionIs("UpdateStatus", 7)
-	// The store records whoever wrote last, even an older contract: the
-	// fence, not the store, decides who may write.
-	cur.ContractVersion = 1
-	mustUpdateStatus(t, s, cur)
-	versionIs("UpdateStatus by an older contract", 1)
+}
+
+// Stored state never goes back to an older contract: neither kind of write
+// carrying a lower contract version than the stored one lands, and the
+// refusal is ErrNewerContract, even when the write is otherwise stale.
+func testContractVersionNeverGoesBack(t *testing.T, s store.Store) {
+	in := obj(kindA, "a", `{"v":1}`)
+	in.ContractVersion = 2
+	cur := mustCreate(t, s, in)
+	older := cur
+	older.ContractVersion = 1
+	older.Status = json.RawMessage(`{"phase":"InSync"}`)
+	_, err := s.UpdateStatus(context.Background(), older)
+	wantErr(t, "UpdateStatus under an older contract", err, store.ErrNewerContract)
+	older.Spec = json.RawMessage(`{"v":2}`)
+	_, err = s.Update(context.Background(), older)
+	wantErr(t, "Update under an older contract", err, store.ErrNewerContract)
+	older.ResourceVersion-- // stale as well: the contract is what the caller must hear about
+	_, err = s.UpdateStatus(context.Background(), older)
+	wantErr(t, "a stale UpdateStatus under an older contract", err, store.ErrNewerContract)
+	got := mustGet(t, s, kindA, ns, "a")
+	if got.ContractVersion != 2 || got.ResourceVersion != cur.ResourceVersion || got.Status != nil {
+		t.Fatalf("a refused write changed the object: %+v", got)
+	}
+	// The same or a newer contract writes.
+	same := got
+	same.Status = json.RawMessage(`{"phase":"InSync"}`)
+	mustUpdateStatus(t, s, same)
+}
+
+// The contract versions recorded inside spec and status are read back as
+// EmbeddedContractVersion, in full reads and in metadata-only lists alike.
+func testEmbeddedContractVersion(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	in := obj(kindA, "a", `{"bindings":{"executionBinding":{"contractVersion":4}},"contractVersion":"9"}`)
+	in.Status = json.RawMessage(`{"items":[{"executionBinding":{"contractVersion":6}}]}`)
+	created := mustCreate(t, s, in)
+	plain := mustCreate(t, s, obj(kindA, "b", `{}`))
+	if created.EmbeddedContractVersion != 6 || plain.EmbeddedContractVersion != 0 {
+		t.Fatalf("Create returned embedded contract versions %d and %d, want 6 (a string is not a version) and 0",
+			created.EmbeddedContractVersion, plain.EmbeddedContractVersion)
+	}
+	if got := mustGet(t, s, kindA, ns, "a"); got.EmbeddedContractVersion != 6 {
+		t.Fatalf("Get: embedded contract version %d, want 6", got.EmbeddedContractVersion)
+	}
+	list, err := s.List(ctx, store.ListOptions{MetadataOnly: true})
+	if err != nil || len(list) != 2 || list[0].EmbeddedContractVersion != 6 || list[1].EmbeddedContractVersion != 0 {
+		t.Fatalf("List metadata only = %+v, %v; want embedded contract versions 6 and 0", list, err)
+	}
 }
 
 func testTimestamps(t *testing.T, s store.Store) {

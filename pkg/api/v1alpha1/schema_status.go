@@ -35,7 +35,11 @@ const (
 	ReasonLeaseHeld             = "LeaseHeld"
 	ReasonRunMayStillWrite      = "RunMayStillWrite"
 	ReasonApplying              = "Applying"
+	ReasonVerifying             = "Verifying"
 	ReasonApplyFailed           = "ApplyFailed"
+	// ReasonPlanDoesNotConverge: the plan that just ran is derived again
+	// from the database it produced; running it again would change nothing.
+	ReasonPlanDoesNotConverge = "PlanDoesNotConverge"
 )
 
 // PtahSchemaStatus is the observed state of a PtahSchema, and the durable
@@ -86,9 +90,12 @@ type Operation struct {
 	// InputFingerprint covers what the decision was made from; it is derived
 	// again from a fresh read before dispatch, and the claim is dropped if it
 	// moved.
-	InputFingerprint   string    `json:"inputFingerprint"`
-	CoordinationDigest string    `json:"coordinationDigest"`
-	ClaimedAt          time.Time `json:"claimedAt"`
+	InputFingerprint   string `json:"inputFingerprint"`
+	CoordinationDigest string `json:"coordinationDigest"`
+	// StatementsDigest fingerprints the claimed plan's statements alone,
+	// so that a plan derived again after it ran can be recognised.
+	StatementsDigest string    `json:"statementsDigest,omitempty"`
+	ClaimedAt        time.Time `json:"claimedAt"`
 	// Deadline is absolute: past it, the run can no longer be writing.
 	Deadline time.Time `json:"deadline"`
 	// DispatchedAt is set, durably, before the first statement may run.
@@ -100,6 +107,9 @@ type PendingObservation struct {
 	OperationID string        `json:"operationID"`
 	Plan        PlanReference `json:"plan"`
 	Since       time.Time     `json:"since"`
+	// CoordinationDigest names the lease the run held, to ask whether its
+	// writer may still write.
+	CoordinationDigest string `json:"coordinationDigest,omitempty"`
 }
 
 // AppliedPlan records a finished run.
@@ -109,6 +119,8 @@ type AppliedPlan struct {
 	Outcome     string        `json:"outcome"` // Succeeded, Failed, Observed
 	FinishedAt  time.Time     `json:"finishedAt"`
 	Message     string        `json:"message,omitempty"`
+	// StatementsDigest is the operation's (see Operation).
+	StatementsDigest string `json:"statementsDigest,omitempty"`
 }
 
 // Outcomes of a run.

@@ -1,0 +1,107 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ServerNow is the server's clock. The server enforces every deadline a
+// writer runs under (see armDeadline), so every decision about a deadline
+// is taken on its clock, never on the client's.
+func ServerNow(ctx context.Context, conn *pgx.Conn) (time.Time, error) {
+	var now time.Time
+	if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("reading the server's clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// WriterMayStillWrite is local mode's "Pod-level answer" for a dispatched
+// operation: whether its writer may still be writing. It may unless its
+// run's deadline has passed on the server's clock, or its writer session
+// is gone, or its run is recorded as finished.
+//
+// The writer session is the one the run journal names, or, when the
+// writer never journaled the run, the one the lease of coordinationDigest
+// names for the operation (a writer takes the lease before it journals).
+// With neither, no session of the operation ever held the database, so
+// none can write.
+func WriterMayStillWrite(ctx context.Context, conn *pgx.Conn, operationID, coordinationDigest string) (bool, error) {
+	may, err := writerMayStillWrite(ctx, conn, operationID, coordinationDigest)
+	if err != nil {
+		return false, fmt.Errorf("asking whether the writer of operation %s may still write: %w", operationID, err)
+	}
+	return may, nil
+}
+
+func writerMayStillWrite(ctx context.Context, conn *pgx.Conn, operationID, coordinationDigest string) (bool, error) {
+	var writer Session
+	var deadline time.Time
+	run, err := readRun(ctx, conn, operationID)
+	switch {
+	case err == nil && !run.Unfinished():
+		return false, nil
+	case err == nil:
+		writer, deadline = run.Writer, run.Deadline
+	case errors.Is(err, ErrRunNotFound):
+		l, err := LeaseHolder(ctx, conn, coordinationDigest)
+		if err != nil {
+			return false, err
+		}
+		if l == nil || l.Holder != operationID {
+			return false, nil
+		}
+		writer, deadline = l.Writer, l.Deadline
+	default:
+		return false, err
+	}
+	var passed bool
+	if err := conn.QueryRow(ctx, "SELECT $1::timestamptz <= clock_timestamp()", deadline).Scan(&passed); err != nil {
+		return false, err
+	}
+	if passed {
+		return false, nil
+	}
+	return sessionAlive(ctx, conn, writer)
+}
+
+// RuntimeRecord is the newest row (by contract version) of one of ptah's
+// runtime tables, for the stored-state fence.
+type RuntimeRecord struct {
+	Table           string // "leases" or "runs"
+	Key             string // its coordination digest or operation ID
+	ContractVersion int
+}
+
+// NewestRuntimeRecords returns, for ptah.leases and ptah.runs, the row
+// written under the highest contract version (rows written before the
+// version was recorded count as contract 1). Missing tables (ptah never
+// wrote here) hold nothing.
+func NewestRuntimeRecords(ctx context.Context, conn *pgx.Conn) ([]RuntimeRecord, error) {
+	var out []RuntimeRecord
+	for _, t := range []struct{ table, key string }{{"leases", "coordination_digest"}, {"runs", "operation_id"}} {
+		var present bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass('ptah.'||$1) IS NOT NULL AND EXISTS (SELECT FROM pg_attribute "+
+			"WHERE attrelid = to_regclass('ptah.'||$1) AND attname = 'contract_version' AND NOT attisdropped)", t.table).Scan(&present); err != nil {
+			return nil, fmt.Errorf("reading ptah's runtime tables: %w", err)
+		}
+		if !present {
+			continue
+		}
+		r := RuntimeRecord{Table: t.table}
+		err := conn.QueryRow(ctx, "SELECT "+t.key+", coalesce(contract_version, 1) FROM ptah."+t.table+
+			" ORDER BY coalesce(contract_version, 1) DESC LIMIT 1").Scan(&r.Key, &r.ContractVersion)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the contract versions of ptah.%s: %w", t.table, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
