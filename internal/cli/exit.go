@@ -69,7 +69,7 @@ var outcomes = []outcome{
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
 	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
 		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
-	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, another ptah running its pass); nothing was executed for it",
+	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it",
 		"the message says what blocks it; ptah status shows the same"},
 	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan",
 		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},

@@ -98,8 +98,16 @@ func LeaseHolder(ctx context.Context, conn *pgx.Conn, coordinationDigest string)
 // session and ends with it. Callers owe the release only once the run can
 // no longer write (its session gone or its deadline passed).
 func ReleaseLease(ctx context.Context, conn *pgx.Conn, coordinationDigest, operationID string) error {
-	_, err := conn.Exec(ctx, "DELETE FROM ptah.leases WHERE coordination_digest = $1 AND holder = $2",
-		coordinationDigest, operationID)
+	// A writer holds its lease row FOR SHARE while its plan's transaction
+	// is open; never queue behind one without bound.
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM ptah.leases WHERE coordination_digest = $1 AND holder = $2",
+			coordinationDigest, operationID)
+		return err
+	})
 	if err != nil && !isUndefinedRelation(err) {
 		return fmt.Errorf("releasing the lease of %s held by %s: %w", coordinationDigest, operationID, err)
 	}

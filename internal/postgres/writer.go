@@ -466,7 +466,11 @@ func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, step, total, commi
 		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step, total, err)
 	}
 	if _, err := tx.Exec(ctx, s.SQL); err != nil {
-		if IsQueryCanceled(err) && !time.Now().Before(w.deadline) {
+		// The only statement timeout the writer sets is the time left
+		// before its deadline, on the server's clock (armDeadline): a
+		// cancellation nobody asked for (the caller's context is live) is
+		// the deadline striking.
+		if IsQueryCanceled(err) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
 		}
 		return &StatementError{Step: step, Total: total, SQL: s.SQL, Committed: committed, Err: err}

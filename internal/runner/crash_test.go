@@ -1,13 +1,17 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/pgtest"
@@ -107,6 +111,74 @@ func (f *fixture) waitForChildSessions() {
 		}
 		if time.Now().After(deadline) {
 			f.t.Fatalf("%d sessions of the crashed child are still connected after 30s", others)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killWhileWriterWaits runs res in Apply mode in a child process, holds a
+// lock on table users until the child's writer waits for it, and kills the
+// child with SIGKILL there. It returns the lock's transaction, still open:
+// the writer's backend outlives its client, still waiting, and may still
+// write once the lock is granted. The child's other sessions are gone when
+// it returns.
+func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID int32) {
+	f.t.Helper()
+	ctx := context.Background()
+	lockConn, err := pgx.Connect(ctx, f.url)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { lockConn.Close(ctx) })
+	locker, err = lockConn.Begin(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
+		f.t.Fatal(err)
+	}
+	raw, err := json.Marshal(helperRequest{URL: f.url, Resource: res, Mode: Apply})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw), pgtest.EnvURL+"="+f.url)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	f.eventually("the child's writer to wait on the lock", func() bool {
+		err := f.r.Target.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE application_name LIKE 'ptah writer %' AND wait_event_type = 'Lock'`).Scan(&writerPID)
+		return err == nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		f.t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	f.eventually("the killed child's sessions but its writer to end", func() bool {
+		var others int
+		err := f.r.Target.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend'
+			AND pid NOT IN (pg_backend_pid(), $1, $2)`, writerPID, lockConn.PgConn().PID()).Scan(&others)
+		return err == nil && others == 0
+	})
+	return locker, writerPID
+}
+
+// eventually polls cond until it holds, failing the test after a minute.
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("waited a minute for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/pgtest"
@@ -240,6 +241,66 @@ func TestPersistedTargetLockReleaseRecoversAfterManagerCrash(t *testing.T) {
 		}
 		released(f, got.Status, owed)
 	})
+}
+
+// Guarantee 4 again, with a live writer: "A missing Job and an expired
+// Lease are each insufficient proof that the old process stopped." ptah is
+// killed while its writer session waits on a lock; the session outlives
+// the process and would run the plan's statement the moment the lock is
+// granted. Until that session is gone the resource is Blocked, the lease
+// stays with the dead process's operation, and no other writer gets in;
+// once it is gone, the run is settled by observation and never re-run.
+func TestUncertainApplyKeepsTheDatabaseWhileItsWriterMayRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyAlways, "CREATE TABLE users (id int PRIMARY KEY, name text);")
+	res.Schema.Spec.Policy.LockTimeout = "5m" // the orphaned writer keeps waiting
+
+	locker, writerPID := f.killWhileWriterWaits(res)
+	op := f.stored(res).ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
+		t.Fatalf("the killed child's claim must be dispatched: %+v", op)
+	}
+	for range 2 { // and again: nothing moves while the writer may run
+		got := f.run(res, Apply)
+		st := got.Status
+		if st.Phase != api.PhaseBlocked || st.Reason != api.ReasonRunMayStillWrite || len(got.Dispatched) != 0 ||
+			st.ActiveOperation == nil || st.ActiveOperation.ID != op.ID {
+			t.Fatalf("while the writer (pid %d) may run: %s/%s (%s), dispatched %v; want Blocked RunMayStillWrite holding %s",
+				writerPID, st.Phase, st.Reason, st.Message, got.Dispatched, op.ID)
+		}
+		if l := f.lease(op.CoordinationDigest); l == nil || l.Holder != op.ID {
+			t.Fatalf("the lease must still name operation %s: %+v", op.ID, l)
+		}
+	}
+	_, err := postgres.OpenWriter(ctx, f.url, op.CoordinationDigest, "op-intruder", "intruder", time.Now().Add(time.Hour))
+	if !errors.Is(err, postgres.ErrLeaseHeld) {
+		t.Fatalf("a second writer while the first may run: %v; want ErrLeaseHeld", err)
+	}
+
+	// The lock is granted: the orphan runs its statement, cannot answer its
+	// dead client, and its transaction rolls back with its session.
+	if err := locker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("the orphaned writer's session to end", func() bool {
+		var gone bool
+		_, err := f.r.Target.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+		if err == nil {
+			err = f.r.Target.QueryRow(ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", writerPID).Scan(&gone)
+		}
+		return err == nil && gone
+	})
+	before := f.runs()
+	got := f.run(res, Apply)
+	st := got.Status
+	if st.Phase != api.PhaseInSync || len(got.Dispatched) != 1 || got.Dispatched[0] == op.ID {
+		t.Fatalf("once the writer is gone: %s/%s (%s), dispatched %v; want a new operation to converge", st.Phase, st.Reason, st.Message, got.Dispatched)
+	}
+	if r := f.runs()[op.ID]; r == nil || fmt.Sprint(r) != fmt.Sprint(before[op.ID]) || r.Outcome == postgres.RunSucceeded {
+		t.Fatalf("the killed run's journal must be left as it was, unfinished: %+v (before %+v)", r, before[op.ID])
+	}
 }
 
 // Guarantee 5, "One database has one writer": "More than one resource

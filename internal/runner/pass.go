@@ -223,6 +223,9 @@ func (p *pass) writeStatus(ctx context.Context, obj *store.Object, st api.PtahSc
 			*obj = updated
 			return nil
 		}
+		if errors.Is(err, store.ErrNewerContract) {
+			return p.refusedAsNewer(ctx, obj.Kind, obj.Namespace, obj.Name, err)
+		}
 		if !errors.Is(err, store.ErrConflict) || attempt == 4 {
 			return fmt.Errorf("writing the status of %s: %w", obj.Name, err)
 		}
@@ -252,7 +255,11 @@ func (p *pass) markStale(ctx context.Context, stale []engine.Approval) error {
 		}
 		raw, _ := json.Marshal(api.PtahSchemaApprovalStatus{Stale: true, StaleReason: "the plan it names is no longer current"})
 		o.Status, o.ContractVersion = raw, api.ContractVersion
-		if _, err := p.Store.UpdateStatus(ctx, o); err != nil {
+		_, err = p.Store.UpdateStatus(ctx, o)
+		if errors.Is(err, store.ErrNewerContract) {
+			return p.refusedAsNewer(ctx, o.Kind, o.Namespace, o.Name, err)
+		}
+		if err != nil {
 			return fmt.Errorf("marking approval %s stale: %w", a.Name, err)
 		}
 	}

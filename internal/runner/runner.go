@@ -110,6 +110,9 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 			}
 			obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
 			obj, err = r.Store.Update(ctx, obj)
+			if errors.Is(err, store.ErrNewerContract) {
+				return store.Object{}, r.refusedAsNewer(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name, err)
+			}
 		}
 		if (errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict)) && attempt < 8 {
 			continue
@@ -220,6 +223,17 @@ func (r *Runner) storedState(ctx context.Context) ([]store.Object, []engine.Stor
 func storedObject(o store.Object) engine.StoredObject {
 	return engine.StoredObject{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
 		ContractVersion: max(o.ContractVersion, o.EmbeddedContractVersion)}
+}
+
+// refusedAsNewer turns the store's refusal to write over an object a newer
+// ptah wrote (store.ErrNewerContract) into the fence's refusal naming it.
+func (r *Runner) refusedAsNewer(ctx context.Context, kind, namespace, name string, err error) error {
+	if fresh, gerr := r.Store.Get(ctx, kind, namespace, name); gerr == nil {
+		if ferr := fenceObject(fresh); ferr != nil {
+			return ferr
+		}
+	}
+	return fmt.Errorf("writing %s: %w", store.Ref(kind, namespace, name), err)
 }
 
 // fenceObject refuses to write over o, read back after a lost race, when a

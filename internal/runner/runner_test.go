@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -241,6 +243,126 @@ func TestRuntimeVerifierRejectsStoredFutureControllerState(t *testing.T) {
 				t.Fatalf("the refusal must name the object %s: %v", want, err)
 			}
 		})
+	}
+}
+
+// The fence covers every durable record, not only the store's row
+// versions: a contract version recorded inside a status (by whoever wrote
+// the row), a run or lease row of the journal, and a kind this ptah does
+// not know.
+func TestRuntimeVerifierRejectsEveryFutureRecord(t *testing.T) {
+	t.Parallel()
+	future := api.ContractVersion + 1
+	for name, tc := range map[string]struct {
+		plant func(f *fixture, res Resource)
+		names string
+	}{
+		"status": {func(f *fixture, res Resource) {
+			pgtest.Exec(t, f.url, fmt.Sprintf(`UPDATE ptah.objects SET status = jsonb_set(status, '{executionBinding,contractVersion}', '%d')
+				WHERE kind = 'PtahSchema' AND name = 'app'`, future))
+		}, "PtahSchema default/app"},
+		"run": {func(f *fixture, res Resource) {
+			pgtest.Exec(t, f.url, fmt.Sprintf(`INSERT INTO ptah.runs (operation_id, contract_version) VALUES ('op-from-the-future', %d)`, future))
+		}, "Run /op-from-the-future"},
+		"lease": {func(f *fixture, res Resource) {
+			pgtest.Exec(t, f.url, fmt.Sprintf(`INSERT INTO ptah.leases (coordination_digest, holder, deadline, acquired_at, contract_version)
+				VALUES ('sha256:elsewhere', 'op-x', now(), now(), %d)`, future))
+		}, "Lease /sha256:elsewhere"},
+		"unknown kind": {func(f *fixture, res Resource) {
+			if _, err := f.r.Store.Create(context.Background(), store.Object{Kind: "PtahSchemaRollout", Namespace: "default", Name: "r1",
+				ContractVersion: api.ContractVersion, Spec: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}, "PtahSchemaRollout default/r1 (a kind this ptah does not know"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, v1)
+			res := f.resource(api.ApplyAlways, v2)
+			f.run(res, PlanOnly)
+			f.run(res, Apply) // a run and a lease row exist
+			pgtest.Exec(t, f.url, "DROP TABLE posts")
+			tc.plant(f, res)
+			var fse *engine.FutureStateError
+			for _, mode := range []Mode{PlanOnly, Apply} {
+				out, err := f.r.Run(context.Background(), res, mode)
+				if !errors.As(err, &fse) || !strings.Contains(err.Error(), tc.names) || len(out.Dispatched) != 0 || f.tableExists("posts") {
+					t.Fatalf("mode %d over a future %s: %v (dispatched %v); want a refusal naming %q, nothing run", mode, name, err, out.Dispatched, tc.names)
+				}
+			}
+		})
+	}
+}
+
+// "Stored state never goes back": a status write that meets an object a
+// newer ptah wrote meanwhile (here, mid-run) refuses, naming it, instead of
+// writing it again under this binary's contract version.
+func TestAStatusWriteNeverOverwritesANewerPtah(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyAlways, v2)
+	newer := false
+	f.r.Progress = func(done, total int, sql string) {
+		if newer {
+			return
+		}
+		newer = true
+		o, err := f.r.Store.Get(ctx, api.KindPtahSchema, "default", "app")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		o.ContractVersion = api.ContractVersion + 1
+		o.Status = []byte(`{"phase":"InSync","executionBinding":{"contractVersion":` + fmt.Sprint(api.ContractVersion+1) + `}}`)
+		if _, err := f.r.Store.UpdateStatus(ctx, o); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := f.r.Run(ctx, res, Apply)
+	var fse *engine.FutureStateError
+	if !newer || !errors.As(err, &fse) || !strings.Contains(err.Error(), "PtahSchema default/app") {
+		t.Fatalf("the run's status write after a newer ptah's: %v; want the fence's refusal naming the object", err)
+	}
+	o, err := f.r.Store.Get(ctx, api.KindPtahSchema, "default", "app")
+	if err != nil || o.ContractVersion != api.ContractVersion+1 || !strings.Contains(string(o.Status), `"InSync"`) {
+		t.Fatalf("the newer ptah's record was overwritten: contract version %d, status %s (%v)", o.ContractVersion, o.Status, err)
+	}
+}
+
+// A claim left by a crash before dispatch whose deadline has passed ran
+// nothing and may run nothing: ptah plan and ptah apply drop it, say so,
+// and decide again; apply then runs the plan under a new operation.
+func TestAnUndispatchedClaimPastItsDeadlineIsDropped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, v1)
+	res := f.resource(api.ApplyAlways, v2)
+	f.crashAt(FailAfterClaim, res, Apply)
+	o, err := f.r.Store.Get(ctx, api.KindPtahSchema, "default", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.PtahSchemaStatus
+	if err := json.Unmarshal(o.Status, &st); err != nil || st.ActiveOperation == nil || st.ActiveOperation.DispatchedAt != nil {
+		t.Fatalf("the crash must leave an undispatched claim: %+v (%v)", st.ActiveOperation, err)
+	}
+	expired := st.ActiveOperation.ID
+	st.ActiveOperation.Deadline = st.ActiveOperation.ClaimedAt.Add(-time.Minute) // as if its time ran out
+	o.Status, _ = json.Marshal(st)
+	if _, err := f.r.Store.UpdateStatus(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+
+	planned := f.run(res, PlanOnly)
+	if planned.Status.ActiveOperation != nil || planned.Status.Phase != api.PhaseApproved || strings.Contains(planned.Status.Message, "continues") {
+		t.Fatalf("ptah plan over the expired claim: %s (%s), claim %+v; want it dropped and the plan shown as authorized",
+			planned.Status.Phase, planned.Status.Message, planned.Status.ActiveOperation)
+	}
+	got := f.run(res, Apply)
+	if got.Status.Phase != api.PhaseInSync || len(got.Dispatched) != 1 || got.Dispatched[0] == expired || f.runs()[expired] != nil {
+		t.Fatalf("apply after the expired claim: %s (%s), dispatched %v; want a new operation to converge and %s never run",
+			got.Status.Phase, got.Status.Message, got.Dispatched, expired)
 	}
 }
 
