@@ -328,6 +328,12 @@ func TestAStatusWriteNeverOverwritesANewerPtah(t *testing.T) {
 	if err != nil || o.ContractVersion != api.ContractVersion+1 || !strings.Contains(string(o.Status), `"InSync"`) {
 		t.Fatalf("the newer ptah's record was overwritten: contract version %d, status %s (%v)", o.ContractVersion, o.Status, err)
 	}
+	// The run's outcome could not be recorded, so no release was owed on
+	// record: the lease was not handed back (its writer session ended).
+	var holders int
+	if err := f.r.Target.QueryRow(ctx, "SELECT count(*) FROM ptah.leases").Scan(&holders); err != nil || holders != 1 {
+		t.Fatalf("leases after an unrecorded outcome: %d (%v); want the run's lease row kept", holders, err)
+	}
 }
 
 // A claim left by a crash before dispatch whose deadline has passed ran
