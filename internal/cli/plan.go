@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -155,9 +154,8 @@ func validateCommon(s *settings, file, output string, allowed, names []string, d
 	}
 	if devURL != "" {
 		// The value itself is never echoed: it may hold a password.
-		u, err := url.Parse(devURL)
-		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			return usageErrorf("%s: not a postgres:// or postgresql:// URL", s.origin("dev-url"))
+		if err := postgres.CheckURL(devURL); err != nil {
+			return usageErrorf("%s: not a PostgreSQL connection URL: %v", s.origin("dev-url"), err)
 		}
 	}
 	return nil

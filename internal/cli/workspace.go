@@ -57,7 +57,7 @@ func (a *app) resolve(r *config.Resource) (runner.Resource, error) {
 	if err != nil {
 		return runner.Resource{}, err
 	}
-	target, warning, err := r.ResolveURL(os.Getenv)
+	target, warning, err := r.ResolveURL(os.Getenv, postgres.CheckURL)
 	if err != nil {
 		return runner.Resource{}, err
 	}

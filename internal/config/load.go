@@ -165,7 +165,8 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	if err := decodeInto(root, s); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return nil, at(lineOf(root, te.Field), label, fmt.Errorf("%s: a %s where a %s is expected", te.Field, yamlTerm(te.Value), goTypeTerm(te.Type)))
+			return nil, at(lineOf(root, te.Field), label, fmt.Errorf("%s: a %s where a %s is expected%s",
+				te.Field, yamlTerm(te.Value), goTypeTerm(te.Type), expectedForm(te.Field)))
 		}
 		return nil, at(root.Line, label, err)
 	}
@@ -209,6 +210,23 @@ func mappingNode(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// forms says what a field's value looks like, where its type alone does
+// not: a duration is a string, and 5 is not one.
+var forms = map[string]string{
+	"spec.policy.lockTimeout": `a duration such as "5s" or "1m30s"`,
+	"spec.target.url":         "a PostgreSQL URL (better: urlFrom)",
+	"spec.source.path":        "a directory, relative to this file",
+	"spec.schemas":            "a list of schema names, such as [public]",
+}
+
+// expectedForm is ": <form>" for a field with a known form, else "".
+func expectedForm(field string) string {
+	if f, ok := forms[field]; ok {
+		return ": " + f
+	}
+	return ""
 }
 
 // yamlTerm and goTypeTerm put a JSON type error in the words of the YAML the

@@ -276,7 +276,7 @@ func TestResolveURL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			url, warning, err := f.Resources[0].ResolveURL(getenv)
+			url, warning, err := f.Resources[0].ResolveURL(getenv, nil)
 			if tt.err != "" {
 				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("ResolveURL error = %v, want %q", err, tt.err)
@@ -309,6 +309,23 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse("ptah.yaml", data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestUnknownFieldsSuggestTheNearestKnownOne(t *testing.T) {
+	t.Parallel()
+	fields := jsonFields(reflect.TypeFor[v1alpha1.Policy]())
+	for key, want := range map[string]string{
+		"allowDestrutive":  " (did you mean allowDestructive?)",
+		"allowdestructive": " (did you mean allowDestructive?)",
+		"lock_timeout":     " (did you mean lockTimeout?)",
+		"aply":             " (did you mean apply?)",
+		"retries":          "",
+		"x":                "",
+	} {
+		if got := suggest(key, fields); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
 		}
 	}
 }

@@ -110,36 +110,44 @@ func (r *Resource) SQLFiles() ([]SQLFile, error) {
 }
 
 // ResolveURL returns the target's connection URL, from the environment
-// (getenv), a file, or the literal url field. A literal URL comes with a
-// warning for the caller to show: it puts credentials in the file. Errors
-// name where the URL was looked for, never the URL.
-func (r *Resource) ResolveURL(getenv func(string) string) (url, warning string, err error) {
+// (getenv), a file, or the literal url field, and checks it with check
+// (which says what does not parse, never repeating the URL). A literal URL
+// comes with a warning for the caller to show: it puts credentials in the
+// file. Errors name where the URL was looked for, never the URL.
+func (r *Resource) ResolveURL(getenv func(string) string, check func(string) error) (url, warning string, err error) {
 	t := r.Schema.Spec.Target
+	field, where := "spec.target.url", "spec.target.url"
 	switch {
 	case t.URLFrom != nil && t.URLFrom.Env != "":
+		field, where = "spec.target.urlFrom.env", "environment variable "+t.URLFrom.Env
 		url = strings.TrimSpace(getenv(t.URLFrom.Env))
 		if url == "" {
-			return "", "", r.errorf("spec.target.urlFrom.env", "environment variable %s is not set or empty; it must hold the target database's URL", t.URLFrom.Env)
+			return "", "", r.errorf(field, "environment variable %s is not set or empty; it must hold the target database's URL", t.URLFrom.Env)
 		}
-		return url, "", nil
 	case t.URLFrom != nil && t.URLFrom.File != "":
 		p := r.relative(t.URLFrom.File)
+		field, where = "spec.target.urlFrom.file", p
 		data, err := os.ReadFile(p)
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", "", r.errorf("spec.target.urlFrom.file", "cannot read %s: %w", p, err)
+			return "", "", r.errorf(field, "cannot read %s: %w", p, err)
 		}
 		url = strings.TrimSpace(string(data))
 		if url == "" {
-			return "", "", r.errorf("spec.target.urlFrom.file", "%s is empty; it must hold the target database's URL", p)
+			return "", "", r.errorf(field, "%s is empty; it must hold the target database's URL", p)
 		}
-		return url, "", nil
 	default:
+		url = t.URL
 		warning = fmt.Sprintf("%s:%d: %s: spec.target.url is a literal URL in the file; prefer urlFrom.env or urlFrom.file so credentials stay out of it",
 			r.File, lineOf(r.node, "spec.target.url"), r.Ref())
-		return t.URL, warning, nil
 	}
+	if check != nil {
+		if err := check(url); err != nil {
+			return "", "", r.errorf(field, "the URL in %s is not a PostgreSQL connection URL: %v", where, err)
+		}
+	}
+	return url, warning, nil
 }

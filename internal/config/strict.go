@@ -89,15 +89,42 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// suggest names a known field differing only in case, the commonest slip
-// (allowdestructive, lock_timeout is too far to guess).
+// suggest names the known field nearest to key: one differing only in case
+// (allowdestructive), or within a couple of edits of it (allowDestrutive,
+// urlform). Too far to guess, it names nothing.
 func suggest(key string, fields map[string]reflect.Type) string {
+	best, bestDist := "", 0
 	for name := range fields {
-		if strings.EqualFold(name, key) {
-			return fmt.Sprintf(" (did you mean %s?)", name)
+		d := editDistance(strings.ToLower(key), strings.ToLower(name))
+		if best == "" || d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
 		}
 	}
-	return ""
+	if best == "" || bestDist > max(1, min(len(key), len(best))/4) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func joinPath(path, key string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -102,4 +103,52 @@ func rootCause(err error) error {
 		}
 		return err
 	}
+}
+
+// CheckURL reports what is wrong with a connection string, in words that
+// never repeat it (it may hold a password): which part does not parse. It
+// does no I/O; a nil error says nothing of whether the server is there.
+func CheckURL(connString string) error {
+	s := strings.TrimSpace(connString)
+	if s == "" {
+		return errors.New("it is empty")
+	}
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		if _, err := url.Parse(s); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				return fmt.Errorf("it is not a valid URL: %v", urlProblem(ue.Err))
+			}
+			return errors.New("it is not a valid URL")
+		}
+	} else if strings.Contains(s, "://") {
+		return fmt.Errorf("its scheme is not postgres:// or postgresql://")
+	}
+	if _, err := pgx.ParseConfig(s); err != nil {
+		// pgx's message repeats the string (password masked) before a
+		// colon; keep only what it says is wrong.
+		msg := err.Error()
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			msg = msg[i+3:]
+		}
+		return fmt.Errorf("it does not parse: %s", msg)
+	}
+	return nil
+}
+
+// urlProblem words net/url's complaint without the text it quotes (a
+// password can sit in it).
+func urlProblem(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "invalid port"):
+		return "the port is not a number"
+	case strings.Contains(msg, "invalid userinfo"):
+		return "the user or password has a character that must be percent-encoded (such as @, : or /)"
+	case strings.Contains(msg, "invalid URL escape"):
+		return "a % is not followed by two hex digits"
+	case strings.Contains(msg, "invalid character"):
+		return "the host has a character a host name cannot have"
+	}
+	return "it does not parse as a URL"
 }
