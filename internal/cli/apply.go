@@ -155,7 +155,7 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 // named.
 func phaseError(results []applied) error {
 	worst, rank := error(nil), 0
-	var lines []string
+	var lines, reasons []string
 	for _, r := range results {
 		n, err := phaseOutcome(r.Status.Phase)
 		if err == nil {
@@ -163,6 +163,7 @@ func phaseError(results []applied) error {
 		}
 		// The message was printed with the result; name the stop only.
 		lines = append(lines, fmt.Sprintf("%s is %s (%s)", r.Resource.Ref(), r.Status.Phase, r.Status.Reason))
+		reasons = append(reasons, r.Status.Reason)
 		if n > rank {
 			worst, rank = err, n
 		}
@@ -170,7 +171,7 @@ func phaseError(results []applied) error {
 	if worst == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", worst, strings.Join(lines, "; "))
+	return &stopError{class: worst, reasons: reasons, detail: strings.Join(lines, "; ")}
 }
 
 // phaseOutcome ranks where a resource stopped (0: InSync, higher: worse)

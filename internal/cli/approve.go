@@ -23,7 +23,10 @@ one, even with the same name and content, is not authorized by it.
 
 approve refuses a UID that names no plan, a plan that is no longer its
 resource's current plan, a stored plan whose statements no longer match its
-fingerprint, and, with --fingerprint, a plan other than the one reviewed.
+fingerprint, a plan its resource's policy would not run even approved
+(policy.apply Never, or a destructive plan without allowDestructive: changing
+the policy publishes a new plan, so such an approval would be wasted), and,
+with --fingerprint, a plan other than the one reviewed.
 Pass the fingerprint ptah plan showed: it is what makes the approval mean
 "what I read", not "whatever the plan is now".
 
@@ -130,6 +133,18 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 		_, err = fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\nptah apply %s runs it.\n",
 			ap.Spec.Plan.Name, ap.Spec.Plan.UID, ap.Spec.Schema, ap.Spec.Approver, ap.Spec.Schema)
 		return err
+	}
+	// The name ptah plan prints most prominently is not the UID: point a
+	// person who passed it to the plan's UID.
+	for _, in := range sel.inputs {
+		uid, err := t.runner(in).PlanNamed(ctx, o.PlanUID)
+		if err != nil {
+			return err
+		}
+		if uid != "" {
+			return fmt.Errorf("approving %s: %w: %s is a plan's name; approve a plan by its UID, %s, with the fingerprint you reviewed "+
+				"(ptah plan shows both)", o.PlanUID, runner.ErrUnknownPlan, o.PlanUID, uid)
+		}
 	}
 	return fmt.Errorf("approving %s: %w in the databases %s names", o.PlanUID, runner.ErrUnknownPlan, o.File)
 }

@@ -18,6 +18,29 @@ var (
 	errApplyFailed      = errors.New("apply failed")
 )
 
+// stopError is where a governed command stopped short of its goal: its
+// class (errAwaitingApproval, errBlocked, errApplyFailed) gives the exit
+// code, and the reasons of the resources that stopped (api.Reason*) choose
+// the hint.
+type stopError struct {
+	class   error
+	reasons []string
+	detail  string
+}
+
+func (e *stopError) Error() string { return e.class.Error() + ": " + e.detail }
+func (e *stopError) Unwrap() error { return e.class }
+
+// hasReason reports whether some resource stopped for reason.
+func (e *stopError) hasReason(reason string) bool {
+	for _, r := range e.reasons {
+		if r == reason {
+			return true
+		}
+	}
+	return false
+}
+
 // usageError is a problem with how ptah was invoked: flags, arguments,
 // PTAH_* variables or the --config file. It is found before any I/O.
 type usageError struct{ err error }

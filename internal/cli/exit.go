@@ -12,6 +12,7 @@ import (
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
 	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Exit codes. Each kind of failure has its own code so a CI job can react to
@@ -69,7 +70,7 @@ var outcomes = []outcome{
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
 	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
 		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
-	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it",
+	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it. approve: the resource's policy would not run the plan even approved",
 		"the message says what blocks it; ptah status shows the same"},
 	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan",
 		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
@@ -81,7 +82,35 @@ var outcomes = []outcome{
 		"upgrade ptah to the version that wrote it (ptah version shows this one's contract version)"},
 	{ExitState, "ptah's own state (schema ptah in the target database) cannot be read or created",
 		"the target's role needs CREATE on the database the first time ptah records state there; ptah plan --no-publish needs no write access"},
-	{ExitInterrupted, "interrupted", ""},
+	{ExitInterrupted, "interrupted",
+		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
+}
+
+// hintTampered is the remedy for a stored plan that no longer matches its
+// fingerprint.
+const hintTampered = "find out who changed the stored plan; then remove it (DELETE FROM ptah.objects WHERE uid = 'PLAN_UID') " +
+	"and run ptah plan, which publishes the plan afresh under a new UID for a new review and approval"
+
+// hintFor is what to do next about err: the exit code's hint, unless the
+// error calls for a more precise one.
+func hintFor(err error, code int) string {
+	var stop *stopError
+	stopped := errors.As(err, &stop)
+	switch {
+	case errors.Is(err, engine.ErrPlanTampered), stopped && stop.hasReason(api.ReasonPlanTampered):
+		return hintTampered
+	case stopped && stop.hasReason(api.ReasonRunMayStillWrite):
+		return "a run's writer session may still be writing; wait for it to end (ptah status shows its session and deadline), then run ptah apply again, which settles the run by observing the database"
+	case stopped && stop.hasReason(api.ReasonDestructiveNotAllowed):
+		return "review the statements marked deletes-data; to run them, set spec.policy.allowDestructive: true, run ptah plan and approve the plan it shows"
+	case stopped && stop.hasReason(api.ReasonPlanDoesNotConverge):
+		return "the plan that ran is planned again from the database it produced; please report it with ptah plan -o sql, and change the declaration or the database to move on"
+	case errors.Is(err, runner.ErrFingerprintMismatch):
+		return "review the plan again (ptah plan, or ptah plan -o json) and approve the fingerprint it shows only if it is what you mean to run"
+	case errors.Is(err, runner.ErrNotRunnable):
+		return "change spec.policy first, run ptah plan, and approve the plan it then shows"
+	}
+	return lookupOutcome(code).hint
 }
 
 func lookupOutcome(code int) outcome {
@@ -117,7 +146,7 @@ func exitCode(err error) int {
 		return ExitScope
 	case errors.Is(err, errAwaitingApproval):
 		return ExitAwaitingApproval
-	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy):
+	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy), errors.Is(err, runner.ErrNotRunnable):
 		return ExitBlocked
 	case errors.Is(err, errApplyFailed):
 		return ExitApplyFailed

@@ -86,7 +86,7 @@ func (a *app) report(cmd *cobra.Command, err error, code int) {
 	for _, l := range lines[1:] {
 		fmt.Fprintln(a.stderr, "  "+l)
 	}
-	hint := lookupOutcome(code).hint
+	hint := hintFor(err, code)
 	if code == ExitUsage && cmd != nil {
 		hint = fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())
 	}

@@ -214,14 +214,15 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 	if err := a.render(o.Output, results); err != nil {
 		return fmt.Errorf("writing the plan: %w", err)
 	}
-	var blocked []string
+	var blocked, reasons []string
 	for _, r := range results {
 		if r.blocked() {
 			blocked = append(blocked, fmt.Sprintf("%s: %s", r.Resource.Ref(), r.Status.Message))
+			reasons = append(reasons, r.Status.Reason)
 		}
 	}
 	if len(blocked) > 0 {
-		return fmt.Errorf("%w: %s", errBlocked, strings.Join(blocked, "\n"))
+		return &stopError{class: errBlocked, reasons: reasons, detail: strings.Join(blocked, "\n")}
 	}
 	if o.DetailedExitCode {
 		for _, r := range results {

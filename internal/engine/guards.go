@@ -164,6 +164,20 @@ type Verdict struct {
 	Message    string
 }
 
+// Runnable says why policy would not run plan even once approved: "" when
+// an approval would authorize it. An approval recorded anyway would be
+// wasted, since changing the policy publishes a new plan (the policy is one
+// of its bindings), which needs its own approval.
+func Runnable(policy api.Policy, plan Plan) string {
+	switch {
+	case policy.Apply == api.ApplyNever:
+		return "policy.apply is Never, so ptah never applies it"
+	case plan.Spec.Destructive && !policy.AllowDestructive:
+		return "it deletes data and policy.allowDestructive is false, so ptah apply refuses it, approved or not"
+	}
+	return ""
+}
+
 // Authorize applies spec.policy to a current plan.
 func Authorize(policy api.Policy, plan Plan, approvals []Approval) Verdict {
 	if policy.Apply == api.ApplyNever {

@@ -587,3 +587,24 @@ func TestSchemaPassRefusesAStoredKindItDoesNotKnow(t *testing.T) {
 		t.Fatalf("got %s, %v; want a refusal naming the run", d.Step, d.Err)
 	}
 }
+
+func TestRunnableSaysWhyPolicyWouldNotRunAPlan(t *testing.T) {
+	t.Parallel()
+	safe, destructive := published(observation(false), "p1"), published(observation(true), "p2")
+	for _, tt := range []struct {
+		policy api.Policy
+		plan   Plan
+		why    string
+	}{
+		{api.Policy{Apply: api.ApplyOnApproval}, safe, ""},
+		{api.Policy{Apply: api.ApplyAlways}, safe, ""},
+		{api.Policy{Apply: api.ApplyNever}, safe, "policy.apply is Never"},
+		{api.Policy{Apply: api.ApplyOnApproval}, destructive, "allowDestructive is false"},
+		{api.Policy{Apply: api.ApplyOnApproval, AllowDestructive: true}, destructive, ""},
+	} {
+		got := Runnable(tt.policy, tt.plan)
+		if (got == "") != (tt.why == "") || !strings.Contains(got, tt.why) {
+			t.Errorf("Runnable(%+v, destructive=%v) = %q, want %q", tt.policy, tt.plan.Spec.Destructive, got, tt.why)
+		}
+	}
+}

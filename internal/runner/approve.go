@@ -17,6 +17,8 @@ var (
 	ErrUnknownPlan         = errors.New("no plan has that UID")
 	ErrPlanNotCurrent      = errors.New("the plan is no longer current")
 	ErrFingerprintMismatch = errors.New("the plan's fingerprint differs from the one given")
+	// ErrNotRunnable: policy would not run the plan even approved.
+	ErrNotRunnable = errors.New("policy would not run the plan")
 )
 
 // ApproveRequest is a person's decision.
@@ -49,10 +51,18 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approv
 		return engine.Approval{}, err
 	}
 	if req.Fingerprint != "" && req.Fingerprint != plan.Spec.Fingerprint {
-		return engine.Approval{}, fmt.Errorf("approving plan %s: %w (plan %s, given %s)", plan.Name, ErrFingerprintMismatch, plan.Spec.Fingerprint, req.Fingerprint)
+		// Never the plan's own fingerprint: copying it from here would
+		// approve what nobody reviewed.
+		return engine.Approval{}, fmt.Errorf("approving plan %s: %w %s: it is not the plan that was reviewed "+
+			"(the database, the declared files or the policy moved since, or the fingerprint was mistyped)",
+			plan.Name, ErrFingerprintMismatch, req.Fingerprint)
 	}
-	if err := r.requireCurrent(ctx, o.Namespace, plan); err != nil {
+	schemaSpec, err := r.requireCurrent(ctx, o.Namespace, plan)
+	if err != nil {
 		return engine.Approval{}, err
+	}
+	if why := engine.Runnable(schemaSpec.Policy, plan); why != "" {
+		return engine.Approval{}, fmt.Errorf("approving plan %s of %s: %w: %s", plan.Name, plan.Spec.Schema.Name, ErrNotRunnable, why)
 	}
 	now, err := postgres.ServerNow(ctx, r.Target)
 	if err != nil {
@@ -78,19 +88,40 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approv
 	return engine.Approval{Name: created.Name, UID: created.UID, Spec: spec}, nil
 }
 
-func (r *Runner) requireCurrent(ctx context.Context, namespace string, plan engine.Plan) error {
+// requireCurrent checks that plan is its resource's current plan, and
+// returns the resource's registered spec.
+func (r *Runner) requireCurrent(ctx context.Context, namespace string, plan engine.Plan) (api.PtahSchemaSpec, error) {
+	var spec api.PtahSchemaSpec
 	s, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, plan.Spec.Schema.Name)
 	if err != nil {
-		return fmt.Errorf("reading schema %s: %w", plan.Spec.Schema.Name, err)
+		return spec, fmt.Errorf("reading schema %s: %w", plan.Spec.Schema.Name, err)
 	}
 	var st api.PtahSchemaStatus
 	if len(s.Status) > 0 {
 		if err := json.Unmarshal(s.Status, &st); err != nil {
-			return fmt.Errorf("decoding the status of %s: %w", s.Name, err)
+			return spec, fmt.Errorf("decoding the status of %s: %w", s.Name, err)
 		}
 	}
 	if st.Plan == nil || st.Plan.UID != plan.UID || s.UID != plan.Spec.Schema.UID {
-		return fmt.Errorf("approving plan %s: %w; run ptah plan and approve the plan it shows", plan.Name, ErrPlanNotCurrent)
+		return spec, fmt.Errorf("approving plan %s: %w; run ptah plan and approve the plan it shows", plan.Name, ErrPlanNotCurrent)
 	}
-	return nil
+	if err := json.Unmarshal(s.Spec, &spec); err != nil {
+		return spec, fmt.Errorf("decoding the spec of %s: %w", s.Name, err)
+	}
+	return spec, nil
+}
+
+// PlanNamed returns the UID of the plan named name, for a person who passed
+// a plan's name where its UID belongs; "" when there is none.
+func (r *Runner) PlanNamed(ctx context.Context, name string) (string, error) {
+	plans, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaPlan, MetadataOnly: true})
+	if err != nil {
+		return "", fmt.Errorf("looking for plan %s: %w", name, err)
+	}
+	for _, p := range plans {
+		if p.Name == name {
+			return p.UID, nil
+		}
+	}
+	return "", nil
 }
