@@ -64,7 +64,7 @@ func (a *app) newApplyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "apply [NAME...] [flags]",
 		Short:   "Execute the authorized plan of each resource, exactly once",
-		Long:    applyLong + exitCodeHelp(),
+		Long:    applyLong + exitCodeHelp("apply"),
 		Example: applyExample,
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

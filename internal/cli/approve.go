@@ -48,7 +48,7 @@ func (a *app) newApproveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve PLAN_UID [flags]",
 		Short: "Approve one published plan, by UID",
-		Long:  approveLong + exitCodeHelp(),
+		Long:  approveLong + exitCodeHelp("approve"),
 		Example: `  ptah plan
   ptah approve 3f6c0c8e-1b7e-4c55-9d2a-6f1f1c9a0b11 --fingerprint sha256:5e1d... --reason "CHG-1234"`,
 		Args: func(cmd *cobra.Command, args []string) error {

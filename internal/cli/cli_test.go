@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -519,6 +522,53 @@ func BenchmarkRenderText(b *testing.B) {
 		buf.Reset()
 		if err := renderText(&buf, results, termenv.ANSI); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Each command's --help lists the exit codes it can return, and every exit
+// code an end-to-end script sees a command return is on its list.
+func TestEachCommandsHelpListsTheExitCodesItReturns(t *testing.T) {
+	scripts, err := filepath.Glob(filepath.Join("..", "..", "testscripts", "*.txtar"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no testscripts: %v", err)
+	}
+	exits := regexp.MustCompile(`(?m)^exits (\d+) ptah ([a-z-]+)`)
+	seen := 0
+	for _, path := range scripts {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range exits.FindAllStringSubmatch(string(data), -1) {
+			code, _ := strconv.Atoi(m[1])
+			command := m[2]
+			if _, known := commandCodes[command]; !known {
+				continue // a flag or an unknown command: ptah's own codes
+			}
+			seen++
+			if !slices.Contains(commandCodes[command], code) {
+				t.Errorf("%s: ptah %s exits %d, which its --help does not list", filepath.Base(path), command, code)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no 'exits N ptah COMMAND' line found in the testscripts")
+	}
+	for command, codes := range commandCodes {
+		var stdout, stderr bytes.Buffer
+		if code := newApp(&stdout, &stderr).run(context.Background(), []string{command, "--help"}); code != 0 {
+			t.Fatalf("ptah %s --help: exit %d: %s", command, code, stderr.String())
+		}
+		help := stdout.String()
+		listed := regexp.MustCompile(`(?m)^ +(\d+)  `).FindAllStringSubmatch(help[strings.Index(help, "Exit codes:"):], -1)
+		var got []int
+		for _, m := range listed {
+			n, _ := strconv.Atoi(m[1])
+			got = append(got, n)
+		}
+		if !slices.Equal(got, codes) {
+			t.Errorf("ptah %s --help lists exit codes %v, want %v", command, got, codes)
 		}
 	}
 }

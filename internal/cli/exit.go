@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ptah-run/ptah/internal/config"
@@ -50,7 +51,7 @@ type outcome struct {
 // outcomes is the exit code table, in the order documentation shows it.
 // ExitOK and ExitChanges are not failures; they are listed for the table.
 var outcomes = []outcome{
-	{ExitOK, "success; with --detailed-exitcode: success and no changes", ""},
+	{ExitOK, "success (plan --detailed-exitcode: and no changes)", ""},
 	{ExitInternal, "unexpected error (a bug, or an environment ptah did not foresee)",
 		"this is unexpected; please report it with the command you ran and the message above"},
 	{ExitChanges, "with --detailed-exitcode only: success, and the plan has changes", ""},
@@ -165,11 +166,29 @@ func exitCode(err error) int {
 	}
 }
 
-// exitCodeHelp renders the exit code table for --help.
-func exitCodeHelp() string {
+// commandCodes are the exit codes each command can return, which its --help
+// lists; a test holds them to every exit code the end-to-end scripts see.
+var commandCodes = map[string][]int{
+	"plan": {ExitOK, ExitInternal, ExitChanges, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported,
+		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitInterrupted},
+	"apply": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported, ExitDevDatabase,
+		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitInterrupted},
+	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
+		ExitFutureState, ExitState, ExitInterrupted},
+	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
+	"version": {ExitOK, ExitInternal, ExitUsage},
+}
+
+// exitCodeHelp renders the exit code table for --help: the codes command
+// can return, or every code for "" (ptah --help).
+func exitCodeHelp(command string) string {
+	codes := commandCodes[command]
 	var b strings.Builder
 	b.WriteString("Exit codes:\n")
 	for _, o := range outcomes {
+		if command != "" && !slices.Contains(codes, o.code) {
+			continue
+		}
 		fmt.Fprintf(&b, "  %3d  %s\n", o.code, wrap(o.meaning, 70, strings.Repeat(" ", 7)))
 	}
 	return b.String()

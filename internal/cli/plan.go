@@ -95,7 +95,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "plan [NAME...] [flags]",
 		Short:   "Publish and show the changes that take each database to its declared schema",
-		Long:    planLong + exitCodeHelp(),
+		Long:    planLong + exitCodeHelp("plan"),
 		Example: planExample,
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -38,7 +38,7 @@ func (a *app) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ptah",
 		Short: "Change PostgreSQL databases safely",
-		Long:  rootLong + exitCodeHelp(),
+		Long:  rootLong + exitCodeHelp(""),
 		Example: `  # What would change? (the URL comes from spec.target.urlFrom in ptah.yaml)
   ptah plan
 

@@ -34,7 +34,7 @@ func (a *app) newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [NAME...] [flags]",
 		Short: "Show each resource's phase, plans and lease",
-		Long:  statusLong + exitCodeHelp(),
+		Long:  statusLong + exitCodeHelp("status"),
 		Example: `  ptah status
   ptah status app -o json | jq -r '.items[0].status.phase'`,
 		Args: cobra.ArbitraryArgs,

@@ -35,7 +35,7 @@ func (a *app) newVersionCmd() *cobra.Command {
 contract version of the state it stores (a ptah refuses state written by a
 newer contract).
 
-` + exitCodeHelp(),
+` + exitCodeHelp("version"),
 		Example: "  ptah version",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
