@@ -62,11 +62,12 @@ const applyExample = `  # Review, approve, apply
 
 func (a *app) newApplyCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "apply [NAME...] [flags]",
-		Short:   "Execute the authorized plan of each resource, exactly once",
-		Long:    applyLong + exitCodeHelp("apply"),
-		Example: applyExample,
-		Args:    cobra.ArbitraryArgs,
+		Use:               "apply [NAME...] [flags]",
+		Short:             "Execute the authorized plan of each resource, exactly once",
+		Long:              applyLong + exitCodeHelp("apply"),
+		Example:           applyExample,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: a.completeDeclared,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := a.applyOptions(args)
 			if err != nil {

@@ -57,6 +57,7 @@ func (a *app) newApproveCmd() *cobra.Command {
 			}
 			return nil
 		},
+		ValidArgsFunction: a.completePlanUIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := a.settings
 			o := approveOptions{File: s.String("file"), PlanUID: args[0], Fingerprint: s.String("fingerprint"),

@@ -71,11 +71,11 @@ var outcomes = []outcome{
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
 	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
 		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
-	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it. approve: the resource's policy would not run the plan even approved",
+	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release",
 		"the message says what blocks it; ptah status shows the same"},
 	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan",
 		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
-	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan",
+	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan. forget: no resource of that name is registered",
 		"run ptah plan to publish the current plan and approve the UID it shows"},
 	{ExitPlanMismatch, "approve: the plan's fingerprint is not the one given, or the stored plan no longer matches its fingerprint",
 		"approve only what you reviewed: run ptah plan again and review what it shows; a tampered plan is never approved or applied"},
@@ -147,11 +147,12 @@ func exitCode(err error) int {
 		return ExitScope
 	case errors.Is(err, errAwaitingApproval):
 		return ExitAwaitingApproval
-	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy), errors.Is(err, runner.ErrNotRunnable):
+	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy), errors.Is(err, runner.ErrNotRunnable),
+		errors.Is(err, runner.ErrNotForgettable):
 		return ExitBlocked
 	case errors.Is(err, errApplyFailed):
 		return ExitApplyFailed
-	case errors.Is(err, runner.ErrUnknownPlan), errors.Is(err, runner.ErrPlanNotCurrent):
+	case errors.Is(err, runner.ErrUnknownPlan), errors.Is(err, runner.ErrPlanNotCurrent), errors.Is(err, runner.ErrNotRegistered):
 		return ExitNoSuchPlan
 	case errors.Is(err, runner.ErrFingerprintMismatch), errors.Is(err, engine.ErrPlanTampered):
 		return ExitPlanMismatch
@@ -176,6 +177,7 @@ var commandCodes = map[string][]int{
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
 		ExitFutureState, ExitState, ExitInterrupted},
 	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
+	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
 }
 

@@ -93,11 +93,12 @@ const planExample = `  # Plan every resource of ./ptah.yaml; the URL comes from 
 
 func (a *app) newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "plan [NAME...] [flags]",
-		Short:   "Publish and show the changes that take each database to its declared schema",
-		Long:    planLong + exitCodeHelp("plan"),
-		Example: planExample,
-		Args:    cobra.ArbitraryArgs,
+		Use:               "plan [NAME...] [flags]",
+		Short:             "Publish and show the changes that take each database to its declared schema",
+		Long:              planLong + exitCodeHelp("plan"),
+		Example:           planExample,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: a.completeDeclared,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := a.planOptions(args)
 			if err != nil {

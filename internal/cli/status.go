@@ -37,7 +37,8 @@ func (a *app) newStatusCmd() *cobra.Command {
 		Long:  statusLong + exitCodeHelp("status"),
 		Example: `  ptah status
   ptah status app -o json | jq -r '.items[0].status.phase'`,
-		Args: cobra.ArbitraryArgs,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: a.completeDeclared,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := a.settings
 			o := statusOptions{File: s.String("file"), Names: args, Output: s.String("output")}

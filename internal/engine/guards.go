@@ -164,6 +164,24 @@ type Verdict struct {
 	Message    string
 }
 
+// Forgettable says why a resource's record may not be removed yet ("" when
+// it may): not while its status names an operation that may have run, or
+// is about to, whose outcome or release is still owed. Removing the record
+// would lose the only evidence that the database still owes an answer.
+func Forgettable(st api.PtahSchemaStatus) string {
+	switch {
+	case st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil:
+		return fmt.Sprintf("operation %s was dispatched and its outcome is not recorded yet", st.ActiveOperation.ID)
+	case st.ActiveOperation != nil:
+		return fmt.Sprintf("operation %s has claimed plan %s (ptah apply runs or drops it)", st.ActiveOperation.ID, st.ActiveOperation.Plan.Name)
+	case st.PendingObservation != nil:
+		return fmt.Sprintf("the outcome of operation %s is unknown and owes an observation (ptah apply settles it)", st.PendingObservation.OperationID)
+	case st.OwedRelease != nil:
+		return fmt.Sprintf("the lease of operation %s is still to be released (ptah apply completes it)", st.OwedRelease.OperationID)
+	}
+	return ""
+}
+
 // Runnable says why policy would not run plan even once approved: "" when
 // an approval would authorize it. An approval recorded anyway would be
 // wasted, since changing the policy publishes a new plan (the policy is one

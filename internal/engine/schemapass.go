@@ -195,7 +195,8 @@ func schemaPass(in SchemaPassInput) Decision {
 	if contested, rivals := TakeRealmCensus(in.Self, in.Realm); contested && !claimDispatched(st) {
 		st.ActiveOperation = nil // nothing of it was dispatched
 		return stable(st, api.PhaseBlocked, api.ReasonRealmConflict, fmt.Sprintf(
-			"the database is also claimed by %s; one database has one writer unless every claimant sets spec.target.sharedRealm",
+			"the database is also claimed by %s; one database has one writer unless every claimant sets spec.target.sharedRealm "+
+				"(a resource you no longer manage, renamed or mistyped, keeps counting until ptah forget NAME removes its record)",
 			joinClaimants(rivals)))
 	}
 	if op := st.ActiveOperation; op != nil {

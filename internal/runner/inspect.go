@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -72,4 +73,75 @@ func (r *Runner) Registered(ctx context.Context) ([]string, error) {
 // Registration is how Registered names res.
 func (res Resource) Registration() string {
 	return api.KindPtahSchema + " " + res.namespace() + "/" + res.Schema.Name
+}
+
+// Forgotten is what Forget removed, and what it kept.
+type Forgotten struct {
+	Resource string   // "Kind namespace/name"
+	Plans    []string // the plan objects removed
+	// KeptApprovals are the resource's approvals, kept as the record of who
+	// decided what; they never authorize a plan of another object.
+	KeptApprovals int
+}
+
+// ErrNotForgettable: the record still owes something (see engine.Forgettable).
+var ErrNotForgettable = errors.New("the resource's record cannot be removed yet")
+
+// ErrNotRegistered: no resource of that name is registered in the database.
+var ErrNotRegistered = errors.New("no resource of that name is registered in this database")
+
+// Forget removes the record of a resource registered in this database (a
+// renamed or mistyped one still counts in the realm census) and its plans,
+// under its pass lock so that no pass runs it meanwhile. It refuses while
+// the record owes an outcome or a release. Approvals stay, as the audit of
+// decisions, and so does the run journal.
+func (r *Runner) Forget(ctx context.Context, namespace, name string) (Forgotten, error) {
+	out := Forgotten{Resource: api.KindPtahSchema + " " + namespace + "/" + name}
+	if err := r.Fence(ctx); err != nil {
+		return out, err
+	}
+	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+namespace+"/"+name)
+	if err != nil {
+		return out, err
+	}
+	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
+	obj, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return out, fmt.Errorf("forgetting %s: %w", out.Resource, ErrNotRegistered)
+	}
+	if err != nil {
+		return out, err
+	}
+	var st api.PtahSchemaStatus
+	if len(obj.Status) > 0 {
+		if err := json.Unmarshal(obj.Status, &st); err != nil {
+			return out, fmt.Errorf("decoding the status of %s: %w", obj.Name, err)
+		}
+	}
+	if why := engine.Forgettable(st); why != "" {
+		return out, fmt.Errorf("forgetting %s: %w: %s", out.Resource, ErrNotForgettable, why)
+	}
+	owned := store.ListOptions{Namespace: namespace, Labels: map[string]string{LabelSchema: name}, MetadataOnly: true}
+	owned.Kind = api.KindPtahSchemaPlan
+	plans, err := r.Store.List(ctx, owned)
+	if err != nil {
+		return out, err
+	}
+	owned.Kind = api.KindPtahSchemaApproval
+	approvals, err := r.Store.List(ctx, owned)
+	if err != nil {
+		return out, err
+	}
+	// The resource first: once it is gone, nothing makes its plans current.
+	if err := r.Store.Delete(ctx, obj.Kind, obj.Namespace, obj.Name, obj.UID); err != nil {
+		return out, fmt.Errorf("forgetting %s: %w", out.Resource, err)
+	}
+	for _, p := range plans {
+		if err := r.Store.Delete(ctx, p.Kind, p.Namespace, p.Name, p.UID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return out, fmt.Errorf("removing plan %s of %s: %w", p.Name, out.Resource, err)
+		}
+		out.Plans = append(out.Plans, p.Name)
+	}
+	out.KeptApprovals = len(approvals)
+	return out, nil
 }
