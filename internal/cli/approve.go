@@ -104,7 +104,7 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.openTargets(ctx, sel, runnerOptions{})
+	t, err := a.openTargets(ctx, sel, runnerOptions{ReadOnly: true})
 	if err != nil {
 		return err
 	}

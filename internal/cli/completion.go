@@ -95,7 +95,7 @@ func (a *app) withTargets(cmd *cobra.Command, fn func(context.Context, *targets,
 	if err != nil {
 		return
 	}
-	t, err := quiet.openTargets(ctx, sel, runnerOptions{})
+	t, err := quiet.openTargets(ctx, sel, runnerOptions{ReadOnly: true})
 	if err != nil {
 		return
 	}

@@ -83,7 +83,7 @@ func (a *app) runForget(ctx context.Context, o forgetOptions) error {
 			return usageErrorf("%s declares %s: its next pass would register it again; remove it from the file first", o.File, r.Ref())
 		}
 	}
-	t, err := a.openTargets(ctx, sel, runnerOptions{})
+	t, err := a.openTargets(ctx, sel, runnerOptions{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.openTargets(ctx, sel, runnerOptions{})
+	t, err := a.openTargets(ctx, sel, runnerOptions{ReadOnly: true})
 	if err != nil {
 		return err
 	}

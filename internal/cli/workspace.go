@@ -15,6 +15,8 @@ import (
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	"github.com/ptah-run/ptah/internal/store/memstore"
 	"github.com/ptah-run/ptah/internal/store/pgstore"
 )
 
@@ -83,10 +85,14 @@ type targets struct {
 type runnerOptions struct {
 	DevURL     string
 	RunTimeout time.Duration
+	// ReadOnly opens the stores without creating anything (status,
+	// completion): a database where ptah recorded nothing gets an empty
+	// store, which records nothing either.
+	ReadOnly bool
 }
 
 // openTargets connects to every target of sel and opens ptah's store there
-// (creating the ptah schema on first use).
+// (creating the ptah schema on first use, unless o.ReadOnly).
 func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) (*targets, error) {
 	t := &targets{byURL: map[string]*runner.Runner{}}
 	for i, in := range sel.inputs {
@@ -99,7 +105,7 @@ func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) 
 			return nil, fmt.Errorf("connecting to the target of %s: %w", sel.resources[i].Ref(), err)
 		}
 		t.conns = append(t.conns, conn)
-		st, err := pgstore.New(ctx, conn)
+		st, err := openStore(ctx, conn, o.ReadOnly)
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("%w: opening schema ptah in the target of %s: %w", errState, sel.resources[i].Ref(), err)
@@ -109,6 +115,18 @@ func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) 
 		t.byURL[in.TargetURL] = r
 	}
 	return t, nil
+}
+
+// openStore opens ptah's store in the target conn is connected to.
+func openStore(ctx context.Context, conn *pgx.Conn, readOnly bool) (store.Store, error) {
+	if !readOnly {
+		return pgstore.New(ctx, conn)
+	}
+	st, err := pgstore.Open(ctx, conn)
+	if errors.Is(err, pgstore.ErrNoStore) {
+		return memstore.New(), nil // nothing recorded yet, and nothing to record
+	}
+	return st, err
 }
 
 // register records every selected resource before any pass runs, so each

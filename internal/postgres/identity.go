@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -72,6 +73,38 @@ func TargetIdentity(ctx context.Context, conn *pgx.Conn) (Identity, error) {
 	}
 	if err != nil {
 		return Identity{}, fmt.Errorf("reading the server's system identifier: %w", err)
+	}
+	return id, nil
+}
+
+// ErrNoIdentity: the database has no identity ptah can read without
+// writing: the role may not read the server's system identifier and ptah
+// never minted one here (so nothing was ever recorded under it either).
+var ErrNoIdentity = errors.New("the database has no identity ptah can read without writing")
+
+// ReadTargetIdentity is TargetIdentity for the verbs that only read: it
+// never mints an identifier, returning ErrNoIdentity where it would.
+func ReadTargetIdentity(ctx context.Context, conn *pgx.Conn) (Identity, error) {
+	var id Identity
+	err := conn.QueryRow(ctx, `SELECT d.datname, d.oid, current_setting('server_version')
+		FROM pg_database d WHERE d.datname = current_database()`).
+		Scan(&id.Database, &id.DatabaseOID, &id.ServerVersion)
+	if err != nil {
+		return Identity{}, fmt.Errorf("reading the target database's identity: %w", err)
+	}
+	err = conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&id.SystemIdentifier)
+	if !IsInsufficientPrivilege(err) {
+		if err != nil {
+			return Identity{}, fmt.Errorf("reading the server's system identifier: %w", err)
+		}
+		return id, nil
+	}
+	err = conn.QueryRow(ctx, `SELECT instance_id FROM ptah.target_instance`).Scan(&id.SystemIdentifier)
+	if errors.Is(err, pgx.ErrNoRows) || isUndefinedRelation(err) {
+		return Identity{}, ErrNoIdentity
+	}
+	if err != nil {
+		return Identity{}, fmt.Errorf("reading the database's minted identifier: %w", err)
 	}
 	return id, nil
 }

@@ -31,10 +31,14 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 	if err := r.Fence(ctx); err != nil {
 		return rep, err
 	}
-	identity, err := r.Identity(ctx)
+	id, err := postgres.ReadTargetIdentity(ctx, r.Target)
+	if errors.Is(err, postgres.ErrNoIdentity) {
+		err = nil // no writer ever ran here: no lease to show
+	}
 	if err != nil {
 		return rep, err
 	}
+	identity := TargetIdentityDigest(id)
 	obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

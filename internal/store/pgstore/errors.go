@@ -13,6 +13,10 @@ import (
 // ptah. This one neither reads nor rewrites them.
 var ErrNewerLayout = errors.New("the ptah schema was laid out by a newer ptah")
 
+// ErrNoStore: the database holds no ptah object tables (ptah never recorded
+// anything there), and Open does not create them.
+var ErrNoStore = errors.New("ptah has recorded nothing in this database")
+
 // SQLSTATEs this package acts on.
 const (
 	uniqueViolation = "23505"

@@ -57,6 +57,22 @@ func New(ctx context.Context, db DB) (*Store, error) {
 const storedColumns = `uid, kind, namespace, name, resource_version, generation, contract_version,
 	immutable, labels, spec, status, created_at, updated_at`
 
+// Open returns a store on db without creating anything: for the verbs that
+// only read. A database where ptah never recorded anything is ErrNoStore; a
+// layout newer than this binary's is ErrNewerLayout.
+func Open(ctx context.Context, db DB) (*Store, error) {
+	v, err := storedLayout(ctx, db)
+	switch {
+	case err != nil:
+		return nil, err
+	case v == 0:
+		return nil, ErrNoStore
+	case v > layoutVersion:
+		return nil, fmt.Errorf("%w: its object tables are at layout %d, this ptah knows layout %d; upgrade ptah", ErrNewerLayout, v, layoutVersion)
+	}
+	return &Store{db: db}, nil
+}
+
 // columns is the select list every read scans with scanObject.
 const columns = storedColumns + `, ` + embeddedContractVersion
 
