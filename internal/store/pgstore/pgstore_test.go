@@ -264,3 +264,38 @@ func TestSchemaLockKeyIsTheEngines(t *testing.T) {
 		t.Fatalf("pgstore takes lock %#x, internal/postgres %#x", pgstore.SchemaLockKey, postgres.SchemaLockKey)
 	}
 }
+
+// Open is for the verbs that only read: it creates nothing, says so when
+// ptah recorded nothing, and refuses a newer layout like New.
+func TestOpenCreatesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, pgtest.NewDB(t))
+	if _, err := pgstore.Open(ctx, pool); !errors.Is(err, pgstore.ErrNoStore) {
+		t.Fatalf("Open of a fresh database = %v, want ErrNoStore", err)
+	}
+	var absent bool
+	if err := pool.QueryRow(ctx, `SELECT to_regnamespace('ptah') IS NULL`).Scan(&absent); err != nil || !absent {
+		t.Fatalf("Open created the ptah schema (absent %v, %v)", absent, err)
+	}
+	created, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := created.Create(ctx, object("a")); err != nil {
+		t.Fatal(err)
+	}
+	opened, err := pgstore.Open(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opened.Get(ctx, "PtahSchema", "default", "a"); err != nil {
+		t.Fatalf("Open reads what New wrote: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE ptah.schema_version SET version = version + 1 WHERE component = 'objects'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgstore.Open(ctx, pool); !errors.Is(err, pgstore.ErrNewerLayout) {
+		t.Fatalf("Open of a newer layout = %v, want ErrNewerLayout", err)
+	}
+}
