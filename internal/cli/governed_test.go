@@ -423,3 +423,45 @@ func TestInterruptedApply(t *testing.T) {
 		t.Fatalf("status: %+v lease %+v", st.Status, st.Lease)
 	}
 }
+
+// TestStatusShowsTheRunInFlight: while an apply's writer waits on a lock,
+// ptah status (another process) shows the run: Applying, the dispatched
+// operation, the lease's connected writer, the lock it waits for and the
+// session holding it; and a concurrent plan says the pass is busy.
+func TestStatusShowsTheRunInFlight(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, crashBefore, crashDeclared)
+	tx := p.lockUsers()
+	var lockerPID int32
+	if err := tx.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&lockerPID); err != nil {
+		t.Fatal(err)
+	}
+	var during statusItem
+	var text, planErr string
+	var planCode int
+	done := p.whenWriterWaits(tx, func(*pgx.Conn, int32) {
+		during = p.status()
+		_, text, _ = p.ptah(nil, "status")
+		planCode, _, planErr = p.ptah(nil, "plan")
+	})
+	if code, out, errs := p.ptah(nil, "apply"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errs)
+	}
+	<-done
+	st := during.Status
+	if st == nil || st.Phase != "Applying" || st.ActiveOperation == nil || st.ActiveOperation.DispatchedAt == nil {
+		t.Fatalf("status during the run: %+v; want Applying with a dispatched operation", st)
+	}
+	l := during.Lease
+	if l == nil || !l.WriterAlive || l.Operation != st.ActiveOperation.ID || l.Writer == nil ||
+		l.Writer.WaitsFor != "AccessExclusiveLock on public.users" || len(l.Writer.BlockedBy) != 1 || l.Writer.BlockedBy[0].PID != lockerPID ||
+		!strings.Contains(l.Writer.Statement, "ALTER TABLE public.users") || l.Writer.Run == nil {
+		t.Fatalf("lease during the run: %+v (writer %+v); want the connected writer waiting on users, held by pid %d", l, l.Writer, lockerPID)
+	}
+	if !strings.Contains(text, "writer:") || !strings.Contains(text, fmt.Sprintf("held by pid %d", lockerPID)) {
+		t.Fatalf("status text during the run:\n%s", text)
+	}
+	if planCode != ExitBlocked || !strings.Contains(planErr, "another ptah is running the pass") {
+		t.Fatalf("plan during the run: exit %d: %s", planCode, planErr)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ptah-run/ptah/internal/postgres"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -69,7 +70,16 @@ type (
 		Registered bool                  `json:"registered"`
 		Executed   *bool                 `json:"executed,omitempty"` // ptah apply only
 		Status     *api.PtahSchemaStatus `json:"status,omitempty"`
-		Lease      *jsonLease            `json:"lease,omitempty"`
+		// Approval is the live approval of the current plan.
+		Approval *jsonApproval `json:"approval,omitempty"`
+		Lease    *jsonLease    `json:"lease,omitempty"`
+	}
+	jsonApproval struct {
+		Name       string    `json:"name"`
+		UID        string    `json:"uid"`
+		Approver   string    `json:"approver"`
+		ApprovedAt time.Time `json:"approvedAt"`
+		Reason     string    `json:"reason,omitempty"`
 	}
 	jsonLease struct {
 		Operation   string    `json:"operation"`
@@ -78,6 +88,26 @@ type (
 		WriterAlive bool      `json:"writerAlive"`
 		Deadline    time.Time `json:"deadline"`
 		AcquiredAt  time.Time `json:"acquiredAt"`
+		// Writer is what the writer session is doing, while it is connected.
+		Writer *jsonWriter `json:"writer,omitempty"`
+	}
+	jsonWriter struct {
+		State string `json:"state"`
+		// Statement is the plan statement it runs, and StatementSeconds how
+		// long it has been at it.
+		Statement        string  `json:"statement"`
+		StatementSeconds float64 `json:"statementSeconds"`
+		// WaitsFor is the lock it waits for ("" when none), held by BlockedBy.
+		WaitsFor  string             `json:"waitsFor,omitempty"`
+		BlockedBy []postgres.Blocker `json:"blockedBy,omitempty"`
+		Run       *jsonRunProgress   `json:"run,omitempty"`
+	}
+	jsonRunProgress struct {
+		StartedAt      time.Time `json:"startedAt"`
+		ElapsedSeconds float64   `json:"elapsedSeconds"`
+		// StepsStarted counts the plan's statements journaled as started
+		// and visible (committed phases; the running one's are not yet).
+		StepsStarted int `json:"stepsStarted"`
 	}
 )
 
@@ -102,9 +132,21 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 			st := rep.Status
 			item.Status = &st
 		}
+		if ap := rep.Approval; ap != nil {
+			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver,
+				ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason}
+		}
 		if l := rep.Lease; l != nil {
 			item.Lease = &jsonLease{Operation: l.Holder, Resource: l.Resource, WriterPID: l.Writer.PID,
 				WriterAlive: rep.LeaseWriterAlive, Deadline: l.Deadline, AcquiredAt: l.AcquiredAt}
+			if w := rep.Writer; w != nil {
+				item.Lease.Writer = &jsonWriter{State: w.State, Statement: w.Query, StatementSeconds: seconds(w.Now.Sub(w.QueryStart)),
+					WaitsFor: w.WaitsFor, BlockedBy: w.BlockedBy}
+				if run := rep.Run; run != nil {
+					item.Lease.Writer.Run = &jsonRunProgress{StartedAt: run.StartedAt, ElapsedSeconds: seconds(w.Now.Sub(run.StartedAt)),
+						StepsStarted: len(run.Steps)}
+				}
+			}
 		}
 		items[i] = item
 	}
@@ -196,6 +238,13 @@ func (a *app) renderStatusText(out statusOutput) error {
 		if s.OwedRelease != nil {
 			row("owed release", "the lease of operation "+s.OwedRelease.OperationID+" (the next pass releases it first)")
 		}
+		if ap := it.Approval; ap != nil {
+			v := fmt.Sprintf("by %s at %s", ap.Approver, ap.ApprovedAt.UTC().Format(time.RFC3339))
+			if ap.Reason != "" {
+				v += " (" + ap.Reason + ")"
+			}
+			row("approved", v)
+		}
 		if l := it.Lease; l != nil {
 			alive := "gone"
 			if l.WriterAlive {
@@ -203,6 +252,9 @@ func (a *app) renderStatusText(out statusOutput) error {
 			}
 			row("lease", fmt.Sprintf("held by operation %s of %s; writer session pid %d (%s), deadline %s",
 				l.Operation, l.Resource, l.WriterPID, alive, l.Deadline.UTC().Format(time.RFC3339)))
+			if w := l.Writer; w != nil {
+				row("writer", writerText(w))
+			}
 		} else {
 			row("lease", "free")
 		}
@@ -213,4 +265,48 @@ func (a *app) renderStatusText(out statusOutput) error {
 	}
 	_, err := io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// writerText says what a run's writer is doing, for a person watching.
+func writerText(w *jsonWriter) string {
+	stmt, _, _ := strings.Cut(strings.TrimSpace(w.Statement), "\n")
+	if len(stmt) > 80 {
+		stmt = stmt[:77] + "..."
+	}
+	var b strings.Builder
+	if w.Run != nil {
+		fmt.Fprintf(&b, "run started %s ago; ", formatSeconds(w.Run.ElapsedSeconds))
+	}
+	if w.WaitsFor != "" {
+		fmt.Fprintf(&b, "waiting %s for %s", formatSeconds(w.StatementSeconds), w.WaitsFor)
+		var by []string
+		for _, bl := range w.BlockedBy {
+			s := fmt.Sprintf("pid %d", bl.PID)
+			var about []string
+			for _, x := range []string{bl.ApplicationName, bl.State} {
+				if x != "" {
+					about = append(about, x)
+				}
+			}
+			if len(about) > 0 {
+				s += " (" + strings.Join(about, ", ") + ")"
+			}
+			by = append(by, s)
+		}
+		if len(by) > 0 {
+			b.WriteString(", held by " + strings.Join(by, ", "))
+		}
+		fmt.Fprintf(&b, ": %s", stmt)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s %s: %s", w.State, formatSeconds(w.StatementSeconds), stmt)
+	return b.String()
+}
+
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)) / float64(time.Second)
+}
+
+func formatSeconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
 }

@@ -123,7 +123,7 @@ func planOnly(in SchemaPassInput, d Decision) Decision {
 	case d.Step == StepWriteStatus && d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil:
 		st := d.Status
 		st.ActiveOperation = nil // authorized, not claimed: ptah apply claims it
-		return stable(st, api.PhaseApproved, api.ReasonApproved, "the plan is authorized; ptah apply runs it")
+		return stable(st, api.PhaseApproved, api.ReasonApproved, authorizedMessage(d.Operation.Approval, in.Approvals))
 	case d.Step == StepLock || d.Step == StepRederive || d.Step == StepDispatch:
 		op := in.Status.ActiveOperation
 		return stable(d.Status, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf(
@@ -131,6 +131,41 @@ func planOnly(in SchemaPassInput, d Decision) Decision {
 			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
 	}
 	return d
+}
+
+// authorizedMessage says who authorized a plan, for the Approved phase.
+func authorizedMessage(ref *api.ObjectReference, approvals []Approval) string {
+	if ref == nil {
+		return "the plan is authorized by policy.apply Always; ptah apply runs it"
+	}
+	for _, a := range approvals {
+		if a.UID == ref.UID {
+			return approvedMessage(a)
+		}
+	}
+	return "the plan is approved; ptah apply runs it"
+}
+
+func approvedMessage(a Approval) string {
+	msg := fmt.Sprintf("approved by %s at %s", a.Spec.Approver, a.Spec.ApprovedAt.UTC().Format(time.RFC3339))
+	if a.Spec.Reason != "" {
+		msg += " (" + a.Spec.Reason + ")"
+	}
+	return msg + "; ptah apply runs it"
+}
+
+// Approved is the status of a resource awaiting approval of its current
+// plan once a approves that plan (ptah approve records it at once, so that
+// status shows it before the next pass). Any other status is returned
+// unchanged: the next pass decides.
+func Approved(st api.PtahSchemaStatus, a Approval, generation int64, now time.Time) api.PtahSchemaStatus {
+	if st.Phase != api.PhaseAwaitingApproval || st.Plan == nil || st.Plan.UID != a.Spec.Plan.UID ||
+		st.Plan.Fingerprint != a.Spec.PlanFingerprint {
+		return st
+	}
+	st = withPhase(st, api.PhaseApproved, api.ReasonApproved, approvedMessage(a))
+	st.Conditions = SetReady(st.Conditions, st, generation, now)
+	return st
 }
 
 // LeaseHeld is the status when a claim could not take the database's lease

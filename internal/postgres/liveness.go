@@ -105,3 +105,61 @@ func NewestRuntimeRecords(ctx context.Context, conn *pgx.Conn) ([]RuntimeRecord,
 	}
 	return out, nil
 }
+
+// Activity is what a session is doing right now, as the server reports it.
+type Activity struct {
+	State         string    // pg_stat_activity.state: active, idle in transaction, ...
+	WaitEventType string    // "" when not waiting
+	WaitEvent     string    // e.g. "relation" for a lock wait
+	Query         string    // the statement it runs (or last ran), cut to 200 bytes
+	QueryStart    time.Time // when that statement started
+	Now           time.Time // the server's clock when this was read
+	// WaitsFor is the lock it waits for, e.g. "AccessExclusiveLock on public.users";
+	// "" when it waits for none.
+	WaitsFor string
+	// BlockedBy are the sessions holding what it waits for.
+	BlockedBy []Blocker
+}
+
+// Blocker is a session another one waits for.
+type Blocker struct {
+	PID             int32  `json:"pid"`
+	ApplicationName string `json:"applicationName"`
+	State           string `json:"state"`
+}
+
+// SessionActivity reads what session s is doing, nil when it is gone.
+// pg_blocking_pids names the sessions holding the locks it waits for, and
+// pg_locks the lock itself.
+func SessionActivity(ctx context.Context, conn *pgx.Conn, s Session) (*Activity, error) {
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return nil, err
+	}
+	var a Activity
+	var blockers []int32
+	err := conn.QueryRow(ctx, `
+SELECT coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
+       left(coalesce(a.query, ''), 200), coalesce(a.query_start, clock_timestamp()), clock_timestamp(),
+       coalesce((SELECT l.mode || ' on ' || coalesce(l.relation::regclass::text, l.locktype)
+                 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), ''),
+       pg_blocking_pids(a.pid)
+FROM pg_stat_activity a
+WHERE a.pid = $1 AND (a.backend_start = $2 OR a.backend_start IS NULL)`, s.PID, s.BackendStart).Scan(
+		&a.State, &a.WaitEventType, &a.WaitEvent, &a.Query, &a.QueryStart, &a.Now, &a.WaitsFor, &blockers)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the activity of session %d: %w", s.PID, err)
+	}
+	for _, pid := range blockers {
+		b := Blocker{PID: pid}
+		err := conn.QueryRow(ctx, `SELECT coalesce(application_name, ''), coalesce(state, '') FROM pg_stat_activity WHERE pid = $1`, pid).
+			Scan(&b.ApplicationName, &b.State)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("reading the session blocking %d: %w", s.PID, err)
+		}
+		a.BlockedBy = append(a.BlockedBy, b)
+	}
+	return &a, nil
+}

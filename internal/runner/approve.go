@@ -85,7 +85,40 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approv
 	if err != nil {
 		return engine.Approval{}, fmt.Errorf("recording the approval of %s: %w", plan.Name, err)
 	}
-	return engine.Approval{Name: created.Name, UID: created.UID, Spec: spec}, nil
+	approval := engine.Approval{Name: created.Name, UID: created.UID, Spec: spec}
+	r.showApproved(ctx, o.Namespace, plan.Spec.Schema.Name, approval)
+	return approval, nil
+}
+
+// showApproved records in the resource's status that its current plan is
+// approved, so that ptah status shows it before the next pass. Only the
+// holder of the pass lock writes a status: when a pass is running, it is
+// left to that pass, which reads the approvals itself. Failing to show it
+// is not failing to approve: the approval is recorded.
+func (r *Runner) showApproved(ctx context.Context, namespace, name string, a engine.Approval) {
+	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+namespace+"/"+name)
+	if err != nil {
+		return
+	}
+	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
+	obj, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, name)
+	if err != nil || len(obj.Status) == 0 || fenceObject(obj) != nil {
+		return
+	}
+	var st api.PtahSchemaStatus
+	if json.Unmarshal(obj.Status, &st) != nil {
+		return
+	}
+	approved := engine.Approved(st, a, obj.Generation, a.Spec.ApprovedAt)
+	if approved.Phase == st.Phase {
+		return
+	}
+	raw, err := json.Marshal(approved)
+	if err != nil {
+		return
+	}
+	obj.Status, obj.ContractVersion = raw, api.ContractVersion
+	_, _ = r.Store.UpdateStatus(ctx, obj)
 }
 
 // requireCurrent checks that plan is its resource's current plan, and

@@ -22,6 +22,13 @@ type Report struct {
 	// whether its writer session is still connected.
 	Lease            *postgres.Lease
 	LeaseWriterAlive bool
+	// Writer is what the lease's writer session is doing (nil when it is
+	// gone), and Run its journal (nil before it journaled the run).
+	Writer *postgres.Activity
+	Run    *postgres.Run
+	// Approval is the live approval of the current plan, if one was
+	// recorded.
+	Approval *engine.Approval
 }
 
 // Inspect reads res's recorded status and its database's lease. It writes
@@ -51,13 +58,49 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 				return rep, fmt.Errorf("decoding the status of %s: %w", obj.Name, err)
 			}
 		}
+		if rep.Approval, err = r.currentApproval(ctx, res.namespace(), res.Schema.Name, rep.Status); err != nil {
+			return rep, err
+		}
 	}
 	rep.Lease, err = postgres.LeaseHolder(ctx, r.Target, CoordinationDigest(res.Schema.Spec, identity))
 	if err != nil || rep.Lease == nil {
 		return rep, err
 	}
-	rep.LeaseWriterAlive, err = postgres.SessionAlive(ctx, r.Target, rep.Lease.Writer.PID, rep.Lease.Writer.BackendStart)
+	if rep.Writer, err = postgres.SessionActivity(ctx, r.Target, rep.Lease.Writer); err != nil {
+		return rep, err
+	}
+	rep.LeaseWriterAlive = rep.Writer != nil
+	rep.Run, err = postgres.ReadRun(ctx, r.Target, rep.Lease.Holder)
+	if errors.Is(err, postgres.ErrRunNotFound) {
+		rep.Run, err = nil, nil
+	}
 	return rep, err
+}
+
+// currentApproval returns the live approval of the plan st names, if any.
+func (r *Runner) currentApproval(ctx context.Context, namespace, name string, st api.PtahSchemaStatus) (*engine.Approval, error) {
+	if st.Plan == nil {
+		return nil, nil
+	}
+	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaApproval, Namespace: namespace,
+		Labels: map[string]string{LabelSchema: name}})
+	if err != nil {
+		return nil, fmt.Errorf("reading the approvals of %s: %w", name, err)
+	}
+	var live []engine.Approval
+	for _, o := range objs {
+		a, err := decodeApproval(o)
+		if err != nil {
+			return nil, err
+		}
+		live = append(live, a)
+	}
+	for i, a := range live {
+		if !a.Status.Stale && a.Spec.Plan.UID == st.Plan.UID && a.Spec.PlanFingerprint == st.Plan.Fingerprint {
+			return &live[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // Registered lists the resources registered in this runner's database, as
