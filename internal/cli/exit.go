@@ -177,6 +177,7 @@ var commandCodes = map[string][]int{
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
 		ExitFutureState, ExitState, ExitInterrupted},
 	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
+	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
 }

@@ -164,6 +164,34 @@ type Verdict struct {
 	Message    string
 }
 
+// PlansToPrune returns, of a resource's stored plans (by UID), those
+// nothing needs any more: not current, not claimed, not owed an
+// observation, not the last applied. They can be approved no more (only
+// the current plan can) nor run; the approvals and the run journal (each
+// statement as it ran) keep the record of what was decided and what ran.
+func PlansToPrune(st api.PtahSchemaStatus, planUIDs []string) []string {
+	keep := map[string]bool{}
+	if st.Plan != nil {
+		keep[st.Plan.UID] = true
+	}
+	if op := st.ActiveOperation; op != nil {
+		keep[op.Plan.UID] = true
+	}
+	if p := st.PendingObservation; p != nil {
+		keep[p.Plan.UID] = true
+	}
+	if a := st.Applied; a != nil {
+		keep[a.Plan.UID] = true
+	}
+	var prune []string
+	for _, uid := range planUIDs {
+		if !keep[uid] {
+			prune = append(prune, uid)
+		}
+	}
+	return prune
+}
+
 // Forgettable says why a resource's record may not be removed yet ("" when
 // it may): not while its status names an operation that may have run, or
 // is about to, whose outcome or release is still owed. Removing the record

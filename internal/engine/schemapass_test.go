@@ -608,3 +608,20 @@ func TestRunnableSaysWhyPolicyWouldNotRunAPlan(t *testing.T) {
 		}
 	}
 }
+
+func TestPlansToPruneKeepsWhatTheStatusNames(t *testing.T) {
+	t.Parallel()
+	ref := func(uid string) api.PlanReference {
+		return api.PlanReference{ObjectReference: api.ObjectReference{Name: "app-" + uid, UID: uid}}
+	}
+	cur, claimed, pending, applied := ref("cur"), ref("claimed"), ref("pending"), ref("applied")
+	st := api.PtahSchemaStatus{Plan: &cur, ActiveOperation: &api.Operation{ID: "op", Plan: claimed},
+		PendingObservation: &api.PendingObservation{OperationID: "op0", Plan: pending}, Applied: &api.AppliedPlan{Plan: applied}}
+	got := PlansToPrune(st, []string{"old1", "cur", "claimed", "pending", "applied", "old2"})
+	if strings.Join(got, ",") != "old1,old2" {
+		t.Fatalf("PlansToPrune = %v, want old1 and old2 only", got)
+	}
+	if got := PlansToPrune(api.PtahSchemaStatus{}, []string{"a"}); len(got) != 1 {
+		t.Fatalf("nothing named: %v, want every plan pruned", got)
+	}
+}

@@ -181,3 +181,36 @@ func recordRunEnd(ctx context.Context, conn *pgx.Conn, operationID, outcome, rea
 		WHERE operation_id = $1 AND finished_at IS NULL`, operationID, outcome, reason)
 	return err
 }
+
+// ListRuns returns the journal's runs of resource (as the writer named it),
+// oldest first, without their steps. A database where no run was ever
+// journaled has none.
+func ListRuns(ctx context.Context, conn *pgx.Conn, resource string) ([]Run, error) {
+	rows, err := conn.Query(ctx, `
+SELECT operation_id, coalesce(resource, ''), coalesce(plan_uid, ''), coalesce(writer_pid, 0),
+       coalesce(writer_backend_start, '-infinity'), coalesce(deadline, '-infinity'),
+       coalesce(started_at, '-infinity'), finished_at, coalesce(outcome, ''), coalesce(error, ''),
+       (SELECT count(*) FROM ptah.run_steps s WHERE s.operation_id = r.operation_id)
+FROM ptah.runs r WHERE resource = $1 ORDER BY started_at, operation_id`, resource)
+	if isUndefinedRelation(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs of %s: %w", resource, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var r Run
+		var steps int
+		err := row.Scan(&r.OperationID, &r.Resource, &r.PlanUID, &r.Writer.PID, &r.Writer.BackendStart, &r.Deadline,
+			&r.StartedAt, &r.FinishedAt, &r.Outcome, &r.Error, &steps)
+		r.Steps = make([]RunStep, steps) // counted, not read
+		return r, err
+	})
+	if isUndefinedRelation(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs of %s: %w", resource, err)
+	}
+	return runs, nil
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -191,4 +193,51 @@ func (r *Runner) Forget(ctx context.Context, namespace, name string) (Forgotten,
 	}
 	out.KeptApprovals = len(approvals)
 	return out, nil
+}
+
+// History is what is recorded of a resource over time.
+type History struct {
+	Plans     []HistoryPlan
+	Approvals []engine.Approval
+	Runs      []postgres.Run // Steps holds only their count
+}
+
+// HistoryPlan is a stored plan, by its metadata.
+type HistoryPlan struct {
+	Name, UID   string
+	PublishedAt time.Time
+}
+
+// History reads res's stored plans, its approvals and its runs in the
+// journal. It writes nothing.
+func (r *Runner) History(ctx context.Context, res Resource) (History, error) {
+	var h History
+	if err := r.Fence(ctx); err != nil {
+		return h, err
+	}
+	sel := store.ListOptions{Namespace: res.namespace(), Labels: map[string]string{LabelSchema: res.Schema.Name}}
+	sel.Kind, sel.MetadataOnly = api.KindPtahSchemaPlan, true
+	plans, err := r.Store.List(ctx, sel)
+	if err != nil {
+		return h, err
+	}
+	for _, o := range plans {
+		h.Plans = append(h.Plans, HistoryPlan{Name: o.Name, UID: o.UID, PublishedAt: o.CreatedAt})
+	}
+	sel.Kind, sel.MetadataOnly = api.KindPtahSchemaApproval, false
+	approvals, err := r.Store.List(ctx, sel)
+	if err != nil {
+		return h, err
+	}
+	for _, o := range approvals {
+		a, err := decodeApproval(o)
+		if err != nil {
+			return h, err
+		}
+		h.Approvals = append(h.Approvals, a)
+	}
+	slices.SortFunc(h.Plans, func(a, b HistoryPlan) int { return a.PublishedAt.Compare(b.PublishedAt) })
+	slices.SortFunc(h.Approvals, func(a, b engine.Approval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt) })
+	h.Runs, err = postgres.ListRuns(ctx, r.Target, res.Schema.Name)
+	return h, err
 }

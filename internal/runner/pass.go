@@ -287,7 +287,32 @@ func (p *pass) publish(ctx context.Context, obj store.Object, d engine.Decision)
 	}
 	st := d.Status
 	st.Plan = &api.PlanReference{ObjectReference: api.ObjectReference{Name: created.Name, UID: created.UID}, Fingerprint: d.Plan.Fingerprint}
-	return p.writeStatus(ctx, &obj, st)
+	if err := p.writeStatus(ctx, &obj, st); err != nil {
+		return err
+	}
+	return p.prunePlans(ctx, st)
+}
+
+// prunePlans removes the resource's plans that nothing needs any more
+// (engine.PlansToPrune), so that they do not pile up with every change.
+func (p *pass) prunePlans(ctx context.Context, st api.PtahSchemaStatus) error {
+	plans, err := p.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaPlan, Namespace: p.res.namespace(),
+		Labels: map[string]string{LabelSchema: p.res.Schema.Name}, MetadataOnly: true})
+	if err != nil {
+		return fmt.Errorf("listing the plans of %s: %w", p.res.Schema.Name, err)
+	}
+	byUID := map[string]store.Object{}
+	uids := make([]string, len(plans))
+	for i, o := range plans {
+		uids[i], byUID[o.UID] = o.UID, o
+	}
+	for _, uid := range engine.PlansToPrune(st, uids) {
+		o := byUID[uid]
+		if err := p.Store.Delete(ctx, o.Kind, o.Namespace, o.Name, o.UID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("removing plan %s, which nothing needs any more: %w", o.Name, err)
+		}
+	}
+	return nil
 }
 
 // lock takes the database's lease for op: a dedicated writer session that
