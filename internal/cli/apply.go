@@ -163,7 +163,7 @@ func phaseError(results []applied) error {
 			continue
 		}
 		// The message was printed with the result; name the stop only.
-		lines = append(lines, fmt.Sprintf("%s is %s (%s)", r.Resource.Ref(), r.Status.Phase, r.Status.Reason))
+		lines = append(lines, fmt.Sprintf("%s is %s", r.Resource.Ref(), phaseWithReason(r.Status.Phase, r.Status.Reason)))
 		reasons = append(reasons, r.Status.Reason)
 		if n > rank {
 			worst, rank = err, n
@@ -173,6 +173,15 @@ func phaseError(results []applied) error {
 		return nil
 	}
 	return &stopError{class: worst, reasons: reasons, detail: strings.Join(lines, "; ")}
+}
+
+// phaseWithReason is "Phase (Reason)", or "Phase" when the reason only
+// repeats it.
+func phaseWithReason(phase api.Phase, reason string) string {
+	if reason == "" || reason == string(phase) {
+		return string(phase)
+	}
+	return fmt.Sprintf("%s (%s)", phase, reason)
 }
 
 // phaseOutcome ranks where a resource stopped (0: InSync, higher: worse)
