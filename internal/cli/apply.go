@@ -25,6 +25,8 @@ type applyOptions struct {
 	Output  string
 	DevURL  string
 	Timeout time.Duration
+	// ObserveTimeout bounds the catalog reading's waits for locks.
+	ObserveTimeout time.Duration
 }
 
 const applyLong = `Run each PtahSchema resource's pass until it settles: observe the
@@ -81,6 +83,7 @@ func (a *app) newApplyCmd() *cobra.Command {
 	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
 	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
 	f.Duration("timeout", 30*time.Minute, "the run's execution deadline: the server stops the writer's session then, and the plan rolls back")
+	addObserveTimeout(f)
 	return cmd
 }
 
@@ -94,6 +97,9 @@ func (a *app) applyOptions(args []string) (applyOptions, error) {
 	}
 	if o.Timeout <= 0 {
 		return o, usageErrorf("%s: must be positive", s.origin("timeout"))
+	}
+	if o.ObserveTimeout, err = observeTimeout(s); err != nil {
+		return o, err
 	}
 	if err := validateCommon(s, o.File, o.Output, statusOutputs, o.Names, o.DevURL); err != nil {
 		return o, err
@@ -114,7 +120,7 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, RunTimeout: o.Timeout})
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, RunTimeout: o.Timeout, ObserveTimeout: o.ObserveTimeout})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ const (
 	ExitPlanMismatch     = 14
 	ExitFutureState      = 15
 	ExitState            = 16
+	ExitObserveTimeout   = 17
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -83,6 +84,8 @@ var outcomes = []outcome{
 		"upgrade ptah to the version that wrote it (ptah version shows this one's contract version)"},
 	{ExitState, "ptah's own state (schema ptah in the target database) cannot be read or created",
 		"the target's role needs CREATE on the database the first time ptah records state there; ptah plan --no-publish needs no write access"},
+	{ExitObserveTimeout, "plan or apply: reading the target's catalog waited longer than --observe-timeout behind a lock another session holds; nothing was planned",
+		"the message names the session holding the lock: retry once it is done, or raise --observe-timeout"},
 	{ExitInterrupted, "interrupted",
 		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
 }
@@ -158,6 +161,8 @@ func exitCode(err error) int {
 		return ExitPlanMismatch
 	case errors.As(err, new(*engine.FutureStateError)), errors.Is(err, store.ErrNewerContract):
 		return ExitFutureState
+	case errors.Is(err, catalog.ErrObserveTimeout):
+		return ExitObserveTimeout
 	case errors.Is(err, errState):
 		return ExitState
 	case errors.Is(err, context.Canceled):
@@ -171,9 +176,9 @@ func exitCode(err error) int {
 // lists; a test holds them to every exit code the end-to-end scripts see.
 var commandCodes = map[string][]int{
 	"plan": {ExitOK, ExitInternal, ExitChanges, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported,
-		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitInterrupted},
+		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitObserveTimeout, ExitInterrupted},
 	"apply": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported, ExitDevDatabase,
-		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitInterrupted},
+		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitObserveTimeout, ExitInterrupted},
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
 		ExitFutureState, ExitState, ExitInterrupted},
 	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},

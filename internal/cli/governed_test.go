@@ -465,3 +465,37 @@ func TestStatusShowsTheRunInFlight(t *testing.T) {
 		t.Fatalf("plan during the run: exit %d: %s", planCode, planErr)
 	}
 }
+
+// TestPlanNeverHangsBehindALock: a session holding ACCESS EXCLUSIVE on a
+// managed table makes reading the catalog wait. ptah plan says what it
+// waits for, and who holds it, after a second, and gives up at
+// --observe-timeout with exit 17, naming the holder.
+func TestPlanNeverHangsBehindALock(t *testing.T) {
+	t.Parallel()
+	// A default: reading it (pg_get_expr) opens the table.
+	const before = "CREATE TABLE users (id int PRIMARY KEY, created timestamptz DEFAULT now());"
+	p := newProject(t, before, before+"\nCREATE TABLE posts (id int PRIMARY KEY);")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE users IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	holder := conn.PgConn().PID()
+	for _, args := range [][]string{{"plan", "--no-publish"}, {"plan"}, {"apply"}} {
+		code, stdout, stderr := p.ptah(nil, append(args, "--observe-timeout", "3s")...)
+		waits := fmt.Sprintf("reading the target's catalog waits for AccessShareLock on public.users, held by pid %d", holder)
+		if code != ExitObserveTimeout || !strings.Contains(stderr, waits) ||
+			!strings.Contains(stderr, "waited more than 3s for AccessShareLock on public.users") || strings.Contains(stdout, "Plan:") {
+			t.Fatalf("ptah %v behind a lock: exit %d\nstdout: %s\nstderr: %s", args, code, stdout, stderr)
+		}
+	}
+}

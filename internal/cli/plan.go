@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -32,6 +35,7 @@ type planOptions struct {
 	DetailedExitCode bool
 	DevURL           string
 	NoPublish        bool
+	ObserveTimeout   time.Duration
 }
 
 const planLong = `Compute the plan for each PtahSchema resource, the ordered statements that
@@ -113,6 +117,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 	f.Bool("detailed-exitcode", false, "exit 2 when any plan has changes, 0 when none")
 	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
 	f.Bool("no-publish", false, "only print the plan: record nothing in the target (needs no write access; the plan cannot be approved)")
+	addObserveTimeout(f)
 	return cmd
 }
 
@@ -130,6 +135,9 @@ func (a *app) planOptions(args []string) (planOptions, error) {
 		return o, err
 	}
 	if o.NoPublish, err = s.Bool("no-publish"); err != nil {
+		return o, err
+	}
+	if o.ObserveTimeout, err = observeTimeout(s); err != nil {
 		return o, err
 	}
 	a.secrets.addURL(o.DevURL)
@@ -240,7 +248,7 @@ func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) (
 	results := make([]planResult, len(sel.inputs))
 	for i, in := range sel.inputs {
 		r := sel.resources[i]
-		p, err := a.planSchema(ctx, planRequest(in, o.DevURL))
+		p, err := a.planSchema(ctx, a.planRequest(in, o.DevURL, o.ObserveTimeout))
 		if err != nil {
 			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
 		}
@@ -254,7 +262,7 @@ func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) (
 
 // publishPlans runs each resource's pass as far as publishing its plan.
 func (a *app) publishPlans(ctx context.Context, sel *selection, o planOptions) ([]planResult, error) {
-	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL})
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, ObserveTimeout: o.ObserveTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -285,13 +293,40 @@ func publishedResult(r *config.Resource, out runner.Result) planResult {
 	return res
 }
 
-func planRequest(in runner.Resource, devURL string) catalog.PlanRequest {
+func (a *app) planRequest(in runner.Resource, devURL string, observeTimeout time.Duration) catalog.PlanRequest {
 	return catalog.PlanRequest{
-		TargetURL:   in.TargetURL,
-		DevURL:      devURL,
-		Files:       in.Files,
-		Schemas:     append([]string(nil), in.Schema.Spec.Schemas...),
-		LockTimeout: in.Schema.Spec.Policy.LockTimeoutDuration(),
+		TargetURL:      in.TargetURL,
+		DevURL:         devURL,
+		Files:          in.Files,
+		Schemas:        append([]string(nil), in.Schema.Spec.Schemas...),
+		LockTimeout:    in.Schema.Spec.Policy.LockTimeoutDuration(),
+		ObserveTimeout: observeTimeout,
+		OnWait:         a.onWait(in.Schema.Name),
+	}
+}
+
+// addObserveTimeout is the flag plan and apply share.
+func addObserveTimeout(f *pflag.FlagSet) {
+	f.Duration("observe-timeout", catalog.DefaultObserveTimeout,
+		"how long reading the target's catalog may wait for a lock another session holds (ptah says what it waits for after a second)")
+}
+
+func observeTimeout(s *settings) (time.Duration, error) {
+	d, err := s.Duration("observe-timeout")
+	if err == nil && d <= 0 {
+		err = usageErrorf("%s: must be positive", s.origin("observe-timeout"))
+	}
+	return d, err
+}
+
+// onWait tells the person, on stderr, what reading a resource's database
+// waits for.
+func (a *app) onWait(resource string) func(string) {
+	var mu sync.Mutex
+	return func(waiting string) {
+		mu.Lock()
+		defer mu.Unlock()
+		a.warn(fmt.Sprintf("%s: reading the target's catalog waits for %s", resource, waiting))
 	}
 }
 

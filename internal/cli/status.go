@@ -278,25 +278,8 @@ func writerText(w *jsonWriter) string {
 		fmt.Fprintf(&b, "run started %s ago; ", formatSeconds(w.Run.ElapsedSeconds))
 	}
 	if w.WaitsFor != "" {
-		fmt.Fprintf(&b, "waiting %s for %s", formatSeconds(w.StatementSeconds), w.WaitsFor)
-		var by []string
-		for _, bl := range w.BlockedBy {
-			s := fmt.Sprintf("pid %d", bl.PID)
-			var about []string
-			for _, x := range []string{bl.ApplicationName, bl.State} {
-				if x != "" {
-					about = append(about, x)
-				}
-			}
-			if len(about) > 0 {
-				s += " (" + strings.Join(about, ", ") + ")"
-			}
-			by = append(by, s)
-		}
-		if len(by) > 0 {
-			b.WriteString(", held by " + strings.Join(by, ", "))
-		}
-		fmt.Fprintf(&b, ": %s", stmt)
+		waiting := (&postgres.Activity{WaitsFor: w.WaitsFor, BlockedBy: w.BlockedBy}).Waiting()
+		fmt.Fprintf(&b, "waiting %s for %s: %s", formatSeconds(w.StatementSeconds), waiting, stmt)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%s %s: %s", w.State, formatSeconds(w.StatementSeconds), stmt)

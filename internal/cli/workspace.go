@@ -83,8 +83,9 @@ type targets struct {
 
 // runnerOptions are what the governed commands set on every runner.
 type runnerOptions struct {
-	DevURL     string
-	RunTimeout time.Duration
+	DevURL         string
+	RunTimeout     time.Duration
+	ObserveTimeout time.Duration
 	// ReadOnly opens the stores without creating anything (status,
 	// completion): a database where ptah recorded nothing gets an empty
 	// store, which records nothing either.
@@ -111,7 +112,7 @@ func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) 
 			return nil, fmt.Errorf("%w: opening schema ptah in the target of %s: %w", errState, sel.resources[i].Ref(), err)
 		}
 		r := &runner.Runner{Store: st, Target: conn, DevURL: o.DevURL, Version: versionString(),
-			NewID: newID, RunTimeout: o.RunTimeout}
+			NewID: newID, RunTimeout: o.RunTimeout, ObserveTimeout: o.ObserveTimeout, OnWait: a.onWait}
 		t.byURL[in.TargetURL] = r
 	}
 	return t, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -132,6 +133,18 @@ type Blocker struct {
 // pg_blocking_pids names the sessions holding the locks it waits for, and
 // pg_locks the lock itself.
 func SessionActivity(ctx context.Context, conn *pgx.Conn, s Session) (*Activity, error) {
+	return sessionActivity(ctx, conn, s)
+}
+
+// PIDActivity is SessionActivity for a session known by its pid alone (one
+// of this process's own connections), nil when it is gone.
+func PIDActivity(ctx context.Context, conn *pgx.Conn, pid uint32) (*Activity, error) {
+	return sessionActivity(ctx, conn, Session{PID: int32(pid)})
+}
+
+// sessionActivity reads what s is doing; a zero BackendStart matches the
+// pid alone.
+func sessionActivity(ctx context.Context, conn *pgx.Conn, s Session) (*Activity, error) {
 	if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
 		return nil, err
 	}
@@ -144,7 +157,7 @@ SELECT coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_e
                  FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), ''),
        pg_blocking_pids(a.pid)
 FROM pg_stat_activity a
-WHERE a.pid = $1 AND (a.backend_start = $2 OR a.backend_start IS NULL)`, s.PID, s.BackendStart).Scan(
+WHERE a.pid = $1 AND ($2::timestamptz IS NULL OR a.backend_start = $2 OR a.backend_start IS NULL)`, s.PID, startOrNil(s.BackendStart)).Scan(
 		&a.State, &a.WaitEventType, &a.WaitEvent, &a.Query, &a.QueryStart, &a.Now, &a.WaitsFor, &blockers)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -162,4 +175,38 @@ WHERE a.pid = $1 AND (a.backend_start = $2 OR a.backend_start IS NULL)`, s.PID, 
 		a.BlockedBy = append(a.BlockedBy, b)
 	}
 	return &a, nil
+}
+
+func startOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// Waiting describes what an activity waits for and who holds it, e.g.
+// "AccessShareLock on public.users, held by pid 42 (psql, idle in
+// transaction)"; "" when it waits for no lock.
+func (a *Activity) Waiting() string {
+	if a == nil || a.WaitsFor == "" {
+		return ""
+	}
+	var by []string
+	for _, b := range a.BlockedBy {
+		s := fmt.Sprintf("pid %d", b.PID)
+		var about []string
+		for _, x := range []string{b.ApplicationName, b.State} {
+			if x != "" {
+				about = append(about, x)
+			}
+		}
+		if len(about) > 0 {
+			s += " (" + strings.Join(about, ", ") + ")"
+		}
+		by = append(by, s)
+	}
+	if len(by) == 0 {
+		return a.WaitsFor
+	}
+	return a.WaitsFor + ", held by " + strings.Join(by, ", ")
 }

@@ -67,10 +67,14 @@ func PolicyFingerprint(spec api.PtahSchemaSpec) string {
 // observe reads the database and the declared files once.
 func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*engine.Observation, error) {
 	lockTimeout, _ := time.ParseDuration(res.Schema.Spec.Policy.LockTimeout)
-	obs, err := catalog.Observe(ctx, catalog.PlanRequest{
+	req := catalog.PlanRequest{
 		TargetURL: res.TargetURL, DevURL: r.DevURL, Files: res.Files,
-		Schemas: res.Schema.Spec.Schemas, LockTimeout: lockTimeout,
-	})
+		Schemas: res.Schema.Spec.Schemas, LockTimeout: lockTimeout, ObserveTimeout: r.ObserveTimeout,
+	}
+	if r.OnWait != nil {
+		req.OnWait = r.OnWait(res.Schema.Name)
+	}
+	obs, err := catalog.Observe(ctx, req)
 	if err != nil {
 		return nil, err
 	}

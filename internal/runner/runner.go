@@ -52,6 +52,12 @@ type Runner struct {
 	// server's clock, which enforces every deadline (see postgres.ServerNow).
 	NewID      func() string
 	RunTimeout time.Duration
+	// ObserveTimeout bounds how long reading the target's catalog waits
+	// for a lock (catalog.PlanRequest.ObserveTimeout).
+	ObserveTimeout time.Duration
+	// OnWait, when set, gives the function that hears what reading a
+	// resource's catalog waits for (catalog.PlanRequest.OnWait).
+	OnWait func(resource string) func(waiting string)
 	// Progress, when set, hears of each statement as it starts.
 	Progress func(done, total int, sql string)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinels callers classify with errors.Is; the concrete errors below carry
@@ -15,6 +16,9 @@ var (
 	ErrLoad = errors.New("declared SQL failed to load")
 	// ErrUnsupported: the managed scope holds objects ptah does not manage.
 	ErrUnsupported = errors.New("unsupported database objects")
+	// ErrObserveTimeout: reading the target's catalog waited longer than
+	// its bound, behind a lock another session holds.
+	ErrObserveTimeout = errors.New("reading the target's catalog timed out")
 	// ErrScope: the declared files create objects outside the managed schemas.
 	ErrScope = errors.New("declared objects outside the managed schemas")
 )
@@ -50,3 +54,21 @@ func (e *UnsupportedError) Error() string {
 }
 
 func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
+
+// ObserveTimeoutError: reading the target's catalog waited past its bound.
+type ObserveTimeoutError struct {
+	Timeout time.Duration
+	// Waiting is what it was last seen waiting for ("" when the wait was
+	// shorter than the watcher's first look).
+	Waiting string
+}
+
+func (e *ObserveTimeoutError) Error() string {
+	msg := fmt.Sprintf("reading the target's catalog waited more than %s", e.Timeout)
+	if e.Waiting != "" {
+		msg += " for " + e.Waiting
+	}
+	return msg + "; nothing was planned"
+}
+
+func (e *ObserveTimeoutError) Unwrap() error { return ErrObserveTimeout }

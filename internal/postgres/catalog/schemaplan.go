@@ -31,7 +31,17 @@ type PlanRequest struct {
 	Files       []SourceFile
 	Schemas     []string // managed schemas; never "ptah"
 	LockTimeout time.Duration
+	// ObserveTimeout bounds how long reading the target's catalog may wait
+	// for a lock, and each of its queries (DefaultObserveTimeout when 0).
+	ObserveTimeout time.Duration
+	// OnWait, when set, hears (from another goroutine) what the reading of
+	// the target's catalog waits for, once it has waited a second, and
+	// again whenever that changes.
+	OnWait func(waiting string)
 }
+
+// DefaultObserveTimeout is PlanRequest.ObserveTimeout's default.
+const DefaultObserveTimeout = 30 * time.Second
 
 // PlanSchema observes the target, loads the declared files into a dev
 // database, inspects both with the same code and returns the plan between
@@ -52,7 +62,7 @@ type Observation struct {
 
 // Observe is PlanSchema keeping the models, which callers fingerprint.
 func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
-	live, err := inspectTarget(ctx, req.TargetURL, req.Schemas)
+	live, err := inspectTarget(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -72,17 +82,93 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }
 
-func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, error) {
-	conn, err := postgres.Connect(ctx, url)
+// inspectTarget reads the target's catalog on a session of its own, whose
+// every wait is bounded: a session holding a lock on a managed table (an
+// open migration, a LOCK TABLE) makes the catalog functions wait, and ptah
+// plan must say so, then give up, rather than hang.
+func inspectTarget(ctx context.Context, req PlanRequest) (*Model, error) {
+	conn, err := postgres.Connect(ctx, req.TargetURL)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	m, err := Inspect(ctx, conn, schemas)
+	bound := req.ObserveTimeout
+	if bound <= 0 {
+		bound = DefaultObserveTimeout
+	}
+	ms := bound.Milliseconds()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d; SET statement_timeout = %d", ms, ms)); err != nil {
+		return nil, fmt.Errorf("bounding the catalog reading: %w", err)
+	}
+	w := watchWaits(ctx, req.TargetURL, conn.PgConn().PID(), req.OnWait)
+	m, err := Inspect(ctx, conn, req.Schemas)
+	waited := w.stop()
+	if (postgres.IsLockTimeout(err) || postgres.IsQueryCanceled(err)) && ctx.Err() == nil {
+		return nil, &ObserveTimeoutError{Timeout: bound, Waiting: waited}
+	}
 	if err != nil {
 		return nil, where(err, "target database")
 	}
 	return m, nil
+}
+
+// waitWatcher watches, from a session of its own, what another session
+// waits for.
+type waitWatcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	last   string
+}
+
+// watchWaits starts watching session pid: after a second, and every second
+// after, it reads what the session waits for and tells onWait when that
+// changed. It opens its session only once a second has passed, so a quick
+// reading costs nothing.
+func watchWaits(ctx context.Context, url string, pid uint32, onWait func(string)) *waitWatcher {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &waitWatcher{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		var watcher *pgx.Conn
+		defer func() {
+			if watcher != nil {
+				_ = watcher.Close(context.Background())
+			}
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if watcher == nil {
+				var err error
+				if watcher, err = postgres.Connect(ctx, url); err != nil {
+					return
+				}
+			}
+			a, err := postgres.PIDActivity(ctx, watcher, pid)
+			if err != nil {
+				return
+			}
+			if waiting := a.Waiting(); waiting != "" && waiting != w.last {
+				w.last = waiting
+				if onWait != nil {
+					onWait(waiting)
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns the last wait it saw ("" for none).
+func (w *waitWatcher) stop() string {
+	w.cancel()
+	<-w.done
+	return w.last
 }
 
 func where(err error, place string) error {
