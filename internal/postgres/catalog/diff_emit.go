@@ -288,6 +288,7 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
 	case View:
 		n := dv.(View)
+		d.populate(k, l, n)
 		d.comment(k, viewWord(n)+" "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		for i, c := range n.Columns {
 			d.comment(k, "COLUMN "+qname(n.Schema, n.Name)+"."+ident(c.Name), l.Columns[i].Comment, c.Comment)
@@ -301,6 +302,20 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 	case Trigger:
 		n := dv.(Trigger)
 		d.comment(k, "TRIGGER "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
+	}
+}
+
+// populate fills or empties a materialized view whose populated state
+// changes. Emptying it throws its rows away until the next refresh.
+func (d *differ) populate(k nodeKey, l, n View) {
+	if l.WithNoData == n.WithNoData {
+		return
+	}
+	name := "REFRESH MATERIALIZED VIEW " + qname(n.Schema, n.Name)
+	if n.WithNoData {
+		d.add(k, stmt(name+" WITH NO DATA", postgres.HazardDeletesData))
+	} else {
+		d.add(k, stmt(name))
 	}
 }
 
@@ -875,6 +890,9 @@ func createView(v View) string {
 		s += " WITH (" + strings.Join(v.Options, ", ") + ")"
 	}
 	body := strings.TrimSuffix(strings.TrimSpace(v.Definition), ";")
+	if v.Materialized && v.WithNoData {
+		body += "\nWITH NO DATA"
+	}
 	return s + " AS\n" + body
 }
 

@@ -290,7 +290,8 @@ func (in *inspector) readTables() error {
 func (in *inspector) readViews() error {
 	var oid, rowType, rowArray, rule uint32
 	var v View
-	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options, &v.Comment}
+	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options,
+		&v.WithNoData, &v.Comment}
 	return in.each("views", viewsQuery, dest, func() error {
 		in.m.Views = append(in.m.Views, v)
 		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1

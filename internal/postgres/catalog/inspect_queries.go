@@ -125,7 +125,7 @@ var viewsQuery = `
 SELECT c.oid, c.reltype, rt.typarray,
 	COALESCE((SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN'), 0),
 	n.nspname, c.relname, c.relkind = 'm', pg_get_viewdef(c.oid),
-	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+	COALESCE(c.reloptions, '{}'), NOT c.relispopulated, ` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype

@@ -237,6 +237,7 @@ type View struct {
 	Definition   string   // pg_get_viewdef, the SELECT
 	Options      []string // reloptions, e.g. "security_barrier=true"
 	Columns      []ViewColumn
+	WithNoData   bool // a materialized view that is not populated
 	Comment      string
 }
 
