@@ -173,6 +173,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.comment(k, routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")", "", o.Comment)
 	case Trigger:
 		d.add(k, stmt(o.Definition))
+		d.triggerState(k, Trigger{}, o)
 		d.comment(k, "TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	}
 }
@@ -301,8 +302,23 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.comment(k, routineWord(n)+" "+qname(n.Schema, n.Name)+"("+n.IdentityArgs+")", l.Comment, n.Comment)
 	case Trigger:
 		n := dv.(Trigger)
+		d.triggerState(k, l, n)
 		d.comment(k, "TRIGGER "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
 	}
+}
+
+// triggerState sets a trigger's enabled state. Without ONLY, ALTER TABLE
+// sets the trigger's clones on partitions too, as a new partition's clone
+// copies its parent's.
+func (d *differ) triggerState(k nodeKey, l, n Trigger) {
+	if l.Enabled == n.Enabled {
+		return
+	}
+	state := n.Enabled
+	if state == "" {
+		state = "ENABLE"
+	}
+	d.add(k, stmt(alterTable(n.Schema, n.Table)+" "+state+" TRIGGER "+ident(n.Name)))
 }
 
 // populate fills or empties a materialized view whose populated state

@@ -397,7 +397,7 @@ func (in *inspector) readFunctions() error {
 func (in *inspector) readTriggers() error {
 	var oid uint32
 	var t Trigger
-	dest := []any{&oid, &t.Schema, &t.Table, &t.Name, &t.Definition, &t.Comment}
+	dest := []any{&oid, &t.Schema, &t.Table, &t.Name, &t.Definition, &t.Enabled, &t.Comment}
 	return in.each("triggers", triggersQuery, dest, func() error {
 		in.m.Triggers = append(in.m.Triggers, t)
 		in.objects[catalogKey{"pg_trigger", oid}] = t.ID()

@@ -210,6 +210,7 @@ WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p') AND ` + notExtensionMember
 // clones a partitioned table's trigger puts on each partition.
 var triggersQuery = `
 SELECT g.oid, n.nspname, c.relname, g.tgname, pg_get_triggerdef(g.oid),
+	CASE g.tgenabled WHEN 'D' THEN 'DISABLE' WHEN 'R' THEN 'ENABLE REPLICA' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE '' END,
 	` + commentOn("pg_trigger", "g.oid", "0") + `
 FROM pg_trigger g
 JOIN pg_class c ON c.oid = g.tgrelid
@@ -233,6 +234,12 @@ WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
 func relkindWord(relkind string) string {
 	return `CASE ` + relkind + ` WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
 		WHEN 'f' THEN 'foreign table' ELSE 'table' END`
+}
+
+// triggerStateWord describes a pg_trigger.tgenabled value.
+func triggerStateWord(state string) string {
+	return `CASE ` + state + ` WHEN 'D' THEN 'disabled' WHEN 'R' THEN 'enabled for replicas only'
+		WHEN 'A' THEN 'enabled always' ELSE 'enabled' END`
 }
 
 // unsupportedQuery names every object in the managed schemas that the model
@@ -322,4 +329,21 @@ WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_statistic_ext", "o.oid"
 UNION ALL
 SELECT format('event trigger "%s"', o.evtname)
 FROM pg_event_trigger o
-WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
+WHERE ` + notExtensionMember("pg_event_trigger", "o.oid") + `
+UNION ALL
+SELECT format('trigger "%s" on table %I.%I is %s, unlike the trigger on %I.%I it is cloned from (ALTER TABLE on a partition)',
+	g.tgname, n.nspname, c.relname, ` + triggerStateWord("g.tgenabled") + `, pn.nspname, pc.relname)
+FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_trigger pg ON pg.oid = g.tgparentid
+JOIN pg_class pc ON pc.oid = pg.tgrelid JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgenabled <> pg.tgenabled
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('the triggers of constraint "%s" on table %I.%I are %s (ALTER TABLE %I.%I DISABLE TRIGGER ALL)',
+	COALESCE(k.conname, g.tgname), COALESCE(kn.nspname, n.nspname), COALESCE(kc.relname, c.relname),
+	` + triggerStateWord("g.tgenabled") + `, n.nspname, c.relname)
+FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_constraint k ON k.oid = g.tgconstraint
+LEFT JOIN pg_class kc ON kc.oid = k.conrelid LEFT JOIN pg_namespace kn ON kn.oid = kc.relnamespace
+WHERE n.nspname = ANY($1) AND g.tgisinternal AND g.tgenabled <> 'O'
+	AND ` + notExtensionMember("pg_class", "c.oid")

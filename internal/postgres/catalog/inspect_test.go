@@ -524,6 +524,14 @@ func TestInspectUnsupported(t *testing.T) {
 		{"operator family", `CREATE OPERATOR FAMILY f USING hash;`, []string{`operator family public.f using hash`}},
 		{"text search template", `CREATE TEXT SEARCH TEMPLATE tt (LEXIZE = dsimple_lexize);`,
 			[]string{`text search template public.tt`}},
+		{"trigger clone state", `CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+			CREATE TABLE p (a int) PARTITION BY LIST (a); CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);
+			CREATE TRIGGER tg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION f();
+			ALTER TABLE p1 ENABLE ALWAYS TRIGGER tg;`,
+			[]string{`trigger "tg" on table public.p1 is enabled always, unlike the trigger on public.p it is cloned from (ALTER TABLE on a partition)`}},
+		{"internal triggers disabled", `CREATE TABLE r (id int PRIMARY KEY); CREATE TABLE t (r_id int CONSTRAINT fk REFERENCES r);
+			ALTER TABLE r DISABLE TRIGGER ALL;`,
+			[]string{`the triggers of constraint "fk" on table public.t are disabled (ALTER TABLE public.r DISABLE TRIGGER ALL)`}},
 		{"several", `CREATE TABLE t (a int); CREATE RULE r AS ON DELETE TO t DO INSTEAD NOTHING;
 			CREATE COLLATION c FROM "C"; CREATE VIEW v AS SELECT 1 AS x;
 			CREATE RULE vr AS ON INSERT TO v DO INSTEAD NOTHING;`,

@@ -270,7 +270,11 @@ type Trigger struct {
 	Table      string
 	Name       string
 	Definition string // pg_get_triggerdef
-	Comment    string
+	// Enabled is how ALTER TABLE last set it: "" (ENABLE, the default),
+	// "DISABLE", "ENABLE REPLICA" or "ENABLE ALWAYS". Its clones on
+	// partitions follow it.
+	Enabled string
+	Comment string
 }
 
 // ObjectID returns the IDs the model uses for each object; a convenience for
