@@ -129,6 +129,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 	case Domain:
 		d.add(k, stmt(createDomain(o)))
 		d.comment(k, "DOMAIN "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, c := range o.Constraints {
+			d.comment(k, domainConstraint(o, c), "", c.Comment)
+		}
 	case Composite:
 		attrs := make([]string, len(o.Attributes))
 		for i, a := range o.Attributes {
@@ -136,6 +139,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 		}
 		d.add(k, stmt(fmt.Sprintf("CREATE TYPE %s AS (%s)", qname(o.Schema, o.Name), strings.Join(attrs, ", "))))
 		d.comment(k, "TYPE "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, a := range o.Attributes {
+			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(a.Name), "", a.Comment)
+		}
 	case Sequence:
 		d.add(k, stmt("CREATE SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
 		d.comment(k, "SEQUENCE "+qname(o.Schema, o.Name), "", o.Comment)
@@ -423,10 +429,16 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 			d.add(k, stmt("ALTER DOMAIN "+name+" DROP CONSTRAINT "+ident(c.Name)))
 		}
 	}
+	oldComment := map[string]string{}
+	for _, c := range l.Constraints {
+		oldComment[c.Name] = c.Comment
+	}
 	for _, c := range n.Constraints {
 		if def, ok := old[c.Name]; !ok || def != c.Definition {
 			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, postgres.HazardMayFail, postgres.HazardBlocksWrites))
+			oldComment[c.Name] = "" // a new constraint has no comment
 		}
+		d.comment(k, domainConstraint(n, c), oldComment[c.Name], c.Comment)
 	}
 	d.comment(k, "DOMAIN "+name, l.Comment, n.Comment)
 }
@@ -463,6 +475,7 @@ func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 			}
 			d.add(k, stmt("ALTER TYPE "+name+" ALTER ATTRIBUTE "+ident(a.Name)+" TYPE "+def, mayFail...))
 		}
+		d.comment(k, "COLUMN "+name+"."+ident(a.Name), o.Comment, a.Comment)
 	}
 	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
 }
@@ -894,6 +907,10 @@ func createDomain(o Domain) string {
 		s += " CONSTRAINT " + ident(c.Name) + " " + c.Definition
 	}
 	return s
+}
+
+func domainConstraint(o Domain, c DomainConstraint) string {
+	return "CONSTRAINT " + ident(c.Name) + " ON DOMAIN " + qname(o.Schema, o.Name)
 }
 
 func attributeDef(a Attribute) string {

@@ -212,14 +212,14 @@ func (in *inspector) readEnums() error {
 func (in *inspector) readDomains() error {
 	var oid, array uint32
 	var d Domain
-	var names, defs []string
+	var names, defs, comments []string
 	var constraintOIDs []uint32
 	dest := []any{&oid, &array, &d.Schema, &d.Name, &d.BaseType, &d.Collation, &d.Default, &d.NotNull,
-		&names, &defs, &constraintOIDs, &d.Comment}
+		&names, &defs, &constraintOIDs, &comments, &d.Comment}
 	return in.each("domains", domainsQuery, dest, func() error {
 		d.Constraints = nil
 		for i := range names {
-			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i]})
+			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i], Comment: comments[i]})
 		}
 		in.m.Domains = append(in.m.Domains, d)
 		in.addType(oid, array, d.ID())
@@ -342,7 +342,7 @@ func (in *inspector) addColumn(r *relation, attnum int16, c Column) {
 		v.Columns = append(v.Columns, ViewColumn{Name: c.Name, Type: c.Type, Comment: c.Comment})
 	case r.compositeAt >= 0:
 		ct := &in.m.Composites[r.compositeAt]
-		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation})
+		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation, Comment: c.Comment})
 	}
 }
 

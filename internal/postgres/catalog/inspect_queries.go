@@ -72,6 +72,8 @@ SELECT t.oid, t.typarray, n.nspname, t.typname, format_type(t.typbasetype, t.typ
 	ARRAY(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
 		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
 	ARRAY(SELECT k.oid FROM pg_constraint k WHERE k.contypid = t.oid),
+	ARRAY(SELECT ` + commentOn("pg_constraint", "k.oid", "0") + ` FROM pg_constraint k
+		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
 	` + commentOn("pg_type", "t.oid", "0") + `
 FROM pg_type t
 JOIN pg_namespace n ON n.oid = t.typnamespace

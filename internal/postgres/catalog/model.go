@@ -110,6 +110,7 @@ type Domain struct {
 type DomainConstraint struct {
 	Name       string
 	Definition string // pg_get_constraintdef, e.g. "CHECK ((VALUE > 0))"
+	Comment    string
 }
 
 // Composite is a free-standing composite type (CREATE TYPE ... AS (...)).
@@ -125,6 +126,7 @@ type Attribute struct {
 	Name      string
 	Type      string // format_type
 	Collation string // qualified, "" when the type's default
+	Comment   string
 }
 
 // Sequence is a sequence: standalone, or owned by a column (serial). The
