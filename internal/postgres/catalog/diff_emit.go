@@ -155,6 +155,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 			d.alias[fwdKey(col)] = k
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
 		}
+		d.tableSettings(nil, o)
 	case Column:
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
@@ -173,6 +174,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.comment(k, what+" "+qname(o.Schema, o.Name), "", o.Comment)
 		for _, c := range o.Columns {
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
+		}
+		if o.Materialized {
+			d.matViewSettings(nil, o)
 		}
 	case Function:
 		d.add(k, stmt(strings.TrimSpace(o.Definition)))
@@ -299,6 +303,9 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.comment(k, viewWord(n)+" "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		for i, c := range n.Columns {
 			d.comment(k, "COLUMN "+qname(n.Schema, n.Name)+"."+ident(c.Name), l.Columns[i].Comment, c.Comment)
+		}
+		if n.Materialized {
+			d.matViewSettings(&l, n)
 		}
 	case Function:
 		n := dv.(Function)
@@ -498,7 +505,9 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		}
 		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, postgres.HazardRewritesTable, postgres.HazardBlocksWrites))
 	}
-	if set, reset := optionChanges(l.Options, n.Options); set != "" || reset != "" {
+	lOwn, _ := splitToastOptions(l.Options)
+	nOwn, _ := splitToastOptions(n.Options)
+	if set, reset := optionChanges(lOwn, nOwn); set != "" || reset != "" {
 		if reset != "" {
 			d.add(k, stmt(alterTable(n.Schema, n.Name)+" RESET ("+reset+")"))
 		}
@@ -507,6 +516,7 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		}
 	}
 	d.comment(k, "TABLE "+name, l.Comment, n.Comment)
+	d.tableSettings(&l, n)
 }
 
 // optionChanges compares reloptions ("key=value") and returns what to SET

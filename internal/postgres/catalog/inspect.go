@@ -270,8 +270,9 @@ func (in *inspector) readTables() error {
 	var isPartition bool
 	var parent ObjectName
 	dest := []any{&oid, &rowType, &rowArray, &t.Schema, &t.Name, &t.Unlogged, &t.PartitionKey, &isPartition, &parent.Schema, &parent.Name,
-		&t.PartitionBound, &t.Options, &t.Comment}
+		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn, &t.ColumnSettings, &t.Comment}
 	return in.each("tables", tablesQuery, dest, func() error {
+		t.ColumnSettings = nilIfEmpty(t.ColumnSettings)
 		t.PartitionOf = nil
 		if isPartition {
 			p := parent
@@ -280,6 +281,7 @@ func (in *inspector) readTables() error {
 		// Options keep PostgreSQL's stored order, which pg_dump shows; the
 		// diff compares them as a set.
 		in.m.Tables = append(in.m.Tables, t)
+		t.ColumnSettings = nil // json decoding would reuse its array for the next row
 		r := in.newRelation(oid, t.ID())
 		r.columns, r.tableAt = map[int16]string{}, len(in.m.Tables)-1
 		in.addType(rowType, rowArray, t.ID())
@@ -291,9 +293,11 @@ func (in *inspector) readViews() error {
 	var oid, rowType, rowArray, rule uint32
 	var v View
 	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options,
-		&v.WithNoData, &v.Comment}
+		&v.WithNoData, &v.ClusterOn, &v.ColumnSettings, &v.Comment}
 	return in.each("views", viewsQuery, dest, func() error {
+		v.ColumnSettings = nilIfEmpty(v.ColumnSettings)
 		in.m.Views = append(in.m.Views, v)
+		v.ColumnSettings = nil // json decoding would reuse its array for the next row
 		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1
 		in.addType(rowType, rowArray, v.ID())
 		// A view's query is its _RETURN rule: what the rule uses, the view uses.
@@ -403,4 +407,12 @@ func (in *inspector) readTriggers() error {
 		in.objects[catalogKey{"pg_trigger", oid}] = t.ID()
 		return nil
 	})
+}
+
+// nilIfEmpty keeps a model's empty lists nil, whichever way they were read.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }

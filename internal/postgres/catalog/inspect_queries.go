@@ -32,6 +32,40 @@ func collationName(coll, def string) string {
 	ELSE '' END`
 }
 
+// storageWord is an attstorage or typstorage letter as SET STORAGE spells it.
+func storageWord(letter string) string {
+	return `CASE ` + letter + ` WHEN 'p' THEN 'PLAIN' WHEN 'e' THEN 'EXTERNAL' WHEN 'm' THEN 'MAIN' ELSE 'EXTENDED' END`
+}
+
+// columnSettings is a JSON array of the ColumnSettings of relation rel's
+// columns whose settings are not the defaults (inherited columns included).
+// attstattarget is NULL for the default from PostgreSQL 17 on, -1 before.
+func columnSettings(rel string) string {
+	return `COALESCE((SELECT json_agg(json_build_object(
+		'Column', a.attname,
+		'Storage', CASE WHEN a.attstorage = t.typstorage THEN '' ELSE ` + storageWord("a.attstorage") + ` END,
+		'DefaultStorage', ` + storageWord("t.typstorage") + `,
+		'Compression', CASE a.attcompression WHEN 'p' THEN 'pglz' WHEN 'l' THEN 'lz4' ELSE '' END,
+		'Statistics', COALESCE(a.attstattarget, -1),
+		'Options', COALESCE(a.attoptions, '{}')) ORDER BY a.attnum)
+	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+	WHERE a.attrelid = ` + rel + ` AND a.attnum > 0 AND NOT a.attisdropped
+		AND (a.attstorage <> t.typstorage OR a.attcompression IN ('p', 'l')
+			OR COALESCE(a.attstattarget, -1) <> -1 OR cardinality(a.attoptions) > 0)), '[]')`
+}
+
+// relOptions are the reloptions of relation c, then those of its TOAST
+// table (aliased toast), prefixed "toast." as ALTER TABLE ... SET takes them.
+const relOptions = `COALESCE(c.reloptions, '{}')
+	|| ARRAY(SELECT 'toast.' || o FROM unnest(toast.reloptions) WITH ORDINALITY u(o, i) ORDER BY u.i)`
+
+// indexFlagged is the name of the index of relation c whose pg_index flag
+// (indisclustered, indisreplident) is set, "" when none.
+func indexFlagged(flag string) string {
+	return `COALESCE((SELECT ic.relname FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
+		WHERE x.indrelid = c.oid AND x.` + flag + `), '')`
+}
+
 // sequenceOptions are the pg_sequence columns behind SequenceOptions, for a
 // pg_sequence row aliased s.
 const sequenceOptions = `COALESCE(format_type(s.seqtypid, NULL), ''), COALESCE(s.seqstart, 0),
@@ -114,10 +148,17 @@ SELECT c.oid, c.reltype, rt.typarray, n.nspname, c.relname, c.relpersistence = '
 	COALESCE(pg_get_partkeydef(c.oid), ''),
 	c.relispartition, COALESCE(pn.nspname, ''), COALESCE(pc.relname, ''),
 	COALESCE(pg_get_expr(c.relpartbound, c.oid), ''),
-	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+	` + relOptions + `,
+	CASE c.relreplident WHEN 'f' THEN 'FULL' WHEN 'n' THEN 'NOTHING'
+		WHEN 'i' THEN CASE WHEN ` + indexFlagged("indisreplident") + ` = '' THEN 'NOTHING' ELSE 'USING INDEX' END
+		ELSE '' END,
+	CASE WHEN c.relreplident = 'i' THEN ` + indexFlagged("indisreplident") + ` ELSE '' END,
+	` + indexFlagged("indisclustered") + `, ` + columnSettings("c.oid") + `,
+	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
+LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 LEFT JOIN pg_inherits h ON c.relispartition AND h.inhrelid = c.oid
 LEFT JOIN pg_class pc ON pc.oid = h.inhparent
 LEFT JOIN pg_namespace pn ON pn.oid = pc.relnamespace
@@ -127,10 +168,12 @@ var viewsQuery = `
 SELECT c.oid, c.reltype, rt.typarray,
 	COALESCE((SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN'), 0),
 	n.nspname, c.relname, c.relkind = 'm', pg_get_viewdef(c.oid),
-	COALESCE(c.reloptions, '{}'), NOT c.relispopulated, ` + commentOn("pg_class", "c.oid", "0") + `
+	` + relOptions + `, NOT c.relispopulated, ` + indexFlagged("indisclustered") + `,
+	` + columnSettings("c.oid") + `, ` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
+LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
 
 // The columns of tables, views and composite types, in attnum order. A
@@ -246,7 +289,9 @@ func triggerStateWord(state string) string {
 
 // unsupportedQuery names every object in the managed schemas that the model
 // cannot represent (plus event triggers, which act on the whole database),
-// so that Inspect refuses them rather than planning around them.
+// so that Inspect refuses them rather than planning around them. Properties
+// the model leaves out are refused the same way when they are not the
+// defaults.
 var unsupportedQuery = `
 SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace

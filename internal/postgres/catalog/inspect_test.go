@@ -341,6 +341,60 @@ func TestInspect(t *testing.T) {
 						Definition: "CREATE TRIGGER v_instead INSTEAD OF INSERT ON public.v FOR EACH ROW EXECUTE FUNCTION public.touch()"},
 				})
 			}},
+		{name: "settings", ddl: `
+			CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+			CREATE TABLE t (id int PRIMARY KEY, u int NOT NULL, body varchar(10), n int, plain text)
+				WITH (fillfactor = 90, toast.autovacuum_enabled = false);
+			CREATE UNIQUE INDEX t_u ON t (u);
+			ALTER TABLE t REPLICA IDENTITY USING INDEX t_u, CLUSTER ON t_pkey;
+			ALTER TABLE t ALTER body SET STORAGE MAIN, ALTER body SET COMPRESSION lz4,
+				ALTER n SET STATISTICS 0, ALTER n SET (n_distinct = 5),
+				ALTER plain SET STORAGE EXTENDED, ALTER plain SET STATISTICS -1;
+			CREATE TABLE f (id int);
+			ALTER TABLE f REPLICA IDENTITY FULL;
+			CREATE TABLE gone (id int NOT NULL);
+			CREATE UNIQUE INDEX gone_id ON gone (id);
+			ALTER TABLE gone REPLICA IDENTITY USING INDEX gone_id;
+			DROP INDEX gone_id;
+			CREATE TRIGGER a BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER b BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER c BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER d BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			ALTER TABLE t DISABLE TRIGGER b, ENABLE REPLICA TRIGGER c, ENABLE ALWAYS TRIGGER d;
+			CREATE MATERIALIZED VIEW mv AS SELECT id, plain FROM t WITH NO DATA;
+			CREATE INDEX mv_id ON mv (id);
+			ALTER MATERIALIZED VIEW mv CLUSTER ON mv_id, ALTER plain SET STORAGE EXTERNAL;
+			CREATE TYPE pair AS (k text, v text);
+			COMMENT ON COLUMN pair.v IS 'the value';
+			CREATE DOMAIN pos AS int CONSTRAINT pos_check CHECK (VALUE > 0);
+			COMMENT ON CONSTRAINT pos_check ON DOMAIN pos IS 'positive';`,
+			check: func(t *testing.T, m *Model) {
+				tb := find(t, m.Tables, tableID("t"))
+				equal(t, "options", tb.Options, []string{"fillfactor=90", "toast.autovacuum_enabled=false"})
+				equal(t, "replica identity", []string{tb.ReplicaIdentity, tb.ReplicaIndex}, []string{"USING INDEX", "t_u"})
+				equal(t, "cluster on", tb.ClusterOn, "t_pkey")
+				// Spelled-out defaults (plain) are no settings.
+				equal(t, "column settings", tb.ColumnSettings, []ColumnSettings{
+					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "lz4", Statistics: -1, Options: []string{}},
+					{Column: "n", DefaultStorage: "PLAIN", Statistics: 0, Options: []string{"n_distinct=5"}},
+				})
+				f := find(t, m.Tables, tableID("f"))
+				equal(t, "full", []string{f.ReplicaIdentity, f.ReplicaIndex, f.ClusterOn}, []string{"FULL", "", ""})
+				equal(t, "no settings", f.ColumnSettings, []ColumnSettings(nil))
+				// An identity whose index is gone behaves as NOTHING.
+				gone := find(t, m.Tables, tableID("gone"))
+				equal(t, "identity without its index", []string{gone.ReplicaIdentity, gone.ReplicaIndex}, []string{"NOTHING", ""})
+				var states []string
+				for _, tg := range m.Triggers {
+					states = append(states, tg.Name+"="+tg.Enabled)
+				}
+				equal(t, "trigger states", states, []string{"a=", "b=DISABLE", "c=ENABLE REPLICA", "d=ENABLE ALWAYS"})
+				mv := find(t, m.Views, ID{Kind: KindMatView, Schema: "public", Name: "mv"})
+				equal(t, "matview", []any{mv.WithNoData, mv.ClusterOn, mv.ColumnSettings}, []any{true, "mv_id", []ColumnSettings{
+					{Column: "plain", Storage: "EXTERNAL", DefaultStorage: "EXTENDED", Statistics: -1, Options: []string{}}}})
+				equal(t, "attribute comment", m.Composites[0].Attributes[1].Comment, "the value")
+				equal(t, "domain constraint comment", m.Domains[0].Constraints[0].Comment, "positive")
+			}},
 		{name: "extensions", ddl: `
 			CREATE EXTENSION citext;
 			CREATE SCHEMA ext;
