@@ -288,10 +288,11 @@ func triggerStateWord(state string) string {
 }
 
 // unsupportedQuery names every object in the managed schemas that the model
-// cannot represent (plus event triggers, which act on the whole database),
-// so that Inspect refuses them rather than planning around them. Properties
-// the model leaves out are refused the same way when they are not the
-// defaults.
+// cannot represent, and every database-wide object ptah cannot scope to the
+// managed schemas but that reaches into them (event triggers, publications,
+// casts of their types, default privileges in them), so that Inspect
+// refuses them rather than planning around them. Properties the model
+// leaves out are refused the same way when they are not the defaults.
 var unsupportedQuery = `
 SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -378,6 +379,43 @@ SELECT format('event trigger "%s"', o.evtname)
 FROM pg_event_trigger o
 WHERE ` + notExtensionMember("pg_event_trigger", "o.oid") + `
 UNION ALL
+SELECT format('publication "%s" publishes %s %I.%I', p.pubname, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
+FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1)
+UNION ALL
+SELECT format('publication "%s" publishes the tables of schema %I (FOR TABLES IN SCHEMA)', p.pubname, n.nspname)
+FROM pg_namespace n
+JOIN pg_depend dn ON dn.refclassid = 'pg_namespace'::regclass AND dn.refobjid = n.oid
+	-- pg_publication_namespace (PostgreSQL 15 on), read through pg_depend
+	-- so that the query runs on 14 as well.
+	AND dn.classid = to_regclass('pg_catalog.pg_publication_namespace')
+JOIN pg_depend dp ON dp.classid = dn.classid AND dp.objid = dn.objid AND dp.refclassid = 'pg_publication'::regclass
+JOIN pg_publication p ON p.oid = dp.refobjid
+WHERE n.nspname = ANY($1)
+UNION ALL
+SELECT format('publication "%s" publishes every table, those of the managed schemas included (FOR ALL TABLES)', p.pubname)
+FROM pg_publication p
+WHERE p.puballtables
+UNION ALL
+SELECT format('cast (%s AS %s)', format_type(k.castsource, NULL), format_type(k.casttarget, NULL))
+FROM pg_cast k
+WHERE (EXISTS (SELECT FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+			WHERE t.oid IN (k.castsource, k.casttarget) AND n.nspname = ANY($1))
+		OR EXISTS (SELECT FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace
+			WHERE f.oid = k.castfunc AND n.nspname = ANY($1)))
+	AND ` + notExtensionMember("pg_cast", "k.oid") + `
+	-- A range type's cast to its multirange type comes and goes with it.
+	AND NOT EXISTS (SELECT FROM pg_depend i
+		WHERE i.classid = 'pg_cast'::regclass AND i.objid = k.oid AND i.deptype = 'i')
+UNION ALL
+SELECT format('default privileges on %s in schema %I for role %I (ALTER DEFAULT PRIVILEGES)',
+	CASE d.defaclobjtype WHEN 'r' THEN 'tables' WHEN 'S' THEN 'sequences' WHEN 'f' THEN 'functions'
+		WHEN 'T' THEN 'types' WHEN 'n' THEN 'schemas' ELSE d.defaclobjtype::text END,
+	n.nspname, pg_get_userbyid(d.defaclrole))
+FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace
+WHERE n.nspname = ANY($1)
+UNION ALL
 SELECT format('trigger "%s" on table %I.%I is %s, unlike the trigger on %I.%I it is cloned from (ALTER TABLE on a partition)',
 	g.tgname, n.nspname, c.relname, ` + triggerStateWord("g.tgenabled") + `, pn.nspname, pc.relname)
 FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -393,4 +431,10 @@ FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.
 LEFT JOIN pg_constraint k ON k.oid = g.tgconstraint
 LEFT JOIN pg_class kc ON kc.oid = k.conrelid LEFT JOIN pg_namespace kn ON kn.oid = kc.relnamespace
 WHERE n.nspname = ANY($1) AND g.tgisinternal AND g.tgenabled <> 'O'
-	AND ` + notExtensionMember("pg_class", "c.oid")
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('statistics target of column %s of index %I.%I (ALTER INDEX ... SET STATISTICS)', a.attnum, n.nspname, ic.relname)
+FROM pg_attribute a JOIN pg_index i ON i.indexrelid = a.attrelid
+JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_namespace n ON n.oid = ic.relnamespace
+WHERE n.nspname = ANY($1) AND COALESCE(a.attstattarget, -1) <> -1
+	AND ` + notExtensionMember("pg_class", "i.indrelid")

@@ -578,6 +578,24 @@ func TestInspectUnsupported(t *testing.T) {
 		{"operator family", `CREATE OPERATOR FAMILY f USING hash;`, []string{`operator family public.f using hash`}},
 		{"text search template", `CREATE TEXT SEARCH TEMPLATE tt (LEXIZE = dsimple_lexize);`,
 			[]string{`text search template public.tt`}},
+		{"publication of a table", `CREATE TABLE t (a int); CREATE PUBLICATION p FOR TABLE t;`,
+			[]string{`publication "p" publishes table public.t`}},
+		{"publication of a schema", `CREATE PUBLICATION p FOR TABLES IN SCHEMA public;`,
+			[]string{`publication "p" publishes the tables of schema public (FOR TABLES IN SCHEMA)`}},
+		{"publication of all tables", `CREATE PUBLICATION p FOR ALL TABLES;`,
+			[]string{`publication "p" publishes every table, those of the managed schemas included (FOR ALL TABLES)`}},
+		{"cast", `CREATE TYPE pair AS (a int, b int); CREATE CAST (pair AS text) WITH INOUT;`,
+			[]string{`cast (public.pair AS text)`}},
+		{"cast with a managed function", `CREATE FUNCTION f(uuid) RETURNS bytea LANGUAGE sql AS $$ SELECT decode(replace($1::text, '-', ''), 'hex') $$;
+			CREATE CAST (uuid AS bytea) WITH FUNCTION f(uuid);`,
+			[]string{`cast (uuid AS bytea)`}},
+		{"default privileges", `DO $$ BEGIN
+				IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ptah_inspect_owner') THEN
+					CREATE ROLE ptah_inspect_owner;
+				END IF;
+			END $$;
+			ALTER DEFAULT PRIVILEGES FOR ROLE ptah_inspect_owner IN SCHEMA public GRANT SELECT ON TABLES TO public;`,
+			[]string{`default privileges on tables in schema public for role ptah_inspect_owner (ALTER DEFAULT PRIVILEGES)`}},
 		{"trigger clone state", `CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
 			CREATE TABLE p (a int) PARTITION BY LIST (a); CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);
 			CREATE TRIGGER tg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION f();
@@ -586,6 +604,8 @@ func TestInspectUnsupported(t *testing.T) {
 		{"internal triggers disabled", `CREATE TABLE r (id int PRIMARY KEY); CREATE TABLE t (r_id int CONSTRAINT fk REFERENCES r);
 			ALTER TABLE r DISABLE TRIGGER ALL;`,
 			[]string{`the triggers of constraint "fk" on table public.t are disabled (ALTER TABLE public.r DISABLE TRIGGER ALL)`}},
+		{"index statistics target", `CREATE TABLE t (a int); CREATE INDEX i ON t ((a + 1)); ALTER INDEX i ALTER COLUMN 1 SET STATISTICS 10;`,
+			[]string{`statistics target of column 1 of index public.i (ALTER INDEX ... SET STATISTICS)`}},
 		{"several", `CREATE TABLE t (a int); CREATE RULE r AS ON DELETE TO t DO INSTEAD NOTHING;
 			CREATE COLLATION c FROM "C"; CREATE VIEW v AS SELECT 1 AS x;
 			CREATE RULE vr AS ON INSERT TO v DO INSTEAD NOTHING;`,
