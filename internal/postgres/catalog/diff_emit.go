@@ -143,7 +143,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(a.Name), "", a.Comment)
 		}
 	case Sequence:
-		d.add(k, stmt("CREATE SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
+		d.add(k, stmt("CREATE "+unloggedWord(o.Unlogged)+"SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
 		d.comment(k, "SEQUENCE "+qname(o.Schema, o.Name), "", o.Comment)
 		d.emitOwner(o, nil)
 	case Table:
@@ -285,6 +285,7 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		}
 		d.comment(k, "SEQUENCE "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		d.emitOwner(n, l.OwnedBy)
+		d.sequencePersistence(l, n)
 	case Table:
 		d.alterTable(k, l, dv.(Table))
 	case Column:
@@ -823,6 +824,45 @@ func defaultSequenceOptions(typ string) SequenceOptions {
 		max = math.MaxInt16
 	}
 	return SequenceOptions{Type: typ, Start: 1, Increment: 1, Min: 1, Max: max, Cache: 1}
+}
+
+func unloggedWord(unlogged bool) string {
+	if unlogged {
+		return "UNLOGGED "
+	}
+	return ""
+}
+
+// sequencePersistence sets a sequence LOGGED or UNLOGGED, after the table
+// that owns it changed its own: ALTER TABLE ... SET [UN]LOGGED changes the
+// sequences the table owns as well (from PostgreSQL 15, the first with
+// unlogged sequences), which is then all there is to do. (A sequence that
+// keeps its persistence while the table that owns it changes takes a second
+// plan: this plan cannot tell whether the server changes it.)
+func (d *differ) sequencePersistence(l, n Sequence) {
+	if l.Unlogged == n.Unlogged {
+		return
+	}
+	if o := l.OwnedBy; o != nil {
+		id := ID{Kind: KindTable, Schema: o.Schema, Name: o.Table}
+		lt, ok1 := d.live.byID[id].(Table)
+		nt, ok2 := d.desired.byID[id].(Table)
+		if ok1 && ok2 && !d.dropped[id] && lt.Unlogged != nt.Unlogged && nt.Unlogged == n.Unlogged {
+			return
+		}
+	}
+	k := nodeKey{id: n.ID(), step: stepSettings}
+	mode := "LOGGED"
+	if n.Unlogged {
+		mode = "UNLOGGED"
+	}
+	d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" SET "+mode))
+	d.extra = append(d.extra, [2]nodeKey{fwdKey(n.ID()), k})
+	for _, s := range []Sequence{l, n} {
+		if s.OwnedBy != nil {
+			d.extra = append(d.extra, [2]nodeKey{fwdKey(ID{Kind: KindTable, Schema: s.OwnedBy.Schema, Name: s.OwnedBy.Table}), k})
+		}
+	}
 }
 
 func sequenceClause(o SequenceOptions) string {

@@ -249,7 +249,7 @@ func (in *inspector) readSequences() error {
 	var owned bool
 	var owner ColumnRef
 	o := &s.Options
-	dest := []any{&oid, &s.Schema, &s.Name, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
+	dest := []any{&oid, &s.Schema, &s.Name, &s.Unlogged, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
 		&owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
 	return in.each("sequences", sequencesQuery, dest, func() error {
 		s.OwnedBy = nil

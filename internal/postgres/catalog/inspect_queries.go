@@ -127,7 +127,7 @@ WHERE n.nspname = ANY($1) AND t.typtype = 'c' AND c.relkind = 'c'
 // Identity sequences are left out: they are part of their column. OWNED BY
 // is the auto ('a') dependency of a serial's sequence on its column.
 var sequencesQuery = `
-SELECT c.oid, n.nspname, c.relname, ` + sequenceOptions + `,
+SELECT c.oid, n.nspname, c.relname, c.relpersistence = 'u', ` + sequenceOptions + `,
 	o.attrelid IS NOT NULL, COALESCE(on_.nspname, ''), COALESCE(oc.relname, ''), COALESCE(o.attname, ''),
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c

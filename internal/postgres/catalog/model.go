@@ -132,11 +132,12 @@ type Attribute struct {
 // Sequence is a sequence: standalone, or owned by a column (serial). The
 // sequences behind identity columns are part of their column instead.
 type Sequence struct {
-	Schema  string
-	Name    string
-	Options SequenceOptions
-	OwnedBy *ColumnRef // OWNED BY, nil when none
-	Comment string
+	Schema   string
+	Name     string
+	Unlogged bool // UNLOGGED (PostgreSQL 15 on)
+	Options  SequenceOptions
+	OwnedBy  *ColumnRef // OWNED BY, nil when none
+	Comment  string
 }
 
 // SequenceOptions are the parameters of a sequence, as pg_sequence stores them.
