@@ -278,7 +278,7 @@ WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
 // relkindWord names a relation kind in an error message.
 func relkindWord(relkind string) string {
 	return `CASE ` + relkind + ` WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-		WHEN 'f' THEN 'foreign table' ELSE 'table' END`
+		WHEN 'f' THEN 'foreign table' WHEN 'i' THEN 'index' WHEN 'I' THEN 'index' ELSE 'table' END`
 }
 
 // triggerStateWord describes a pg_trigger.tgenabled value.
@@ -431,6 +431,16 @@ FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.
 LEFT JOIN pg_constraint k ON k.oid = g.tgconstraint
 LEFT JOIN pg_class kc ON kc.oid = k.conrelid LEFT JOIN pg_namespace kn ON kn.oid = kc.relnamespace
 WHERE n.nspname = ANY($1) AND g.tgisinternal AND g.tgenabled <> 'O'
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('%s %I.%I is in tablespace %I', ` + relkindWord("c.relkind") + `, n.nspname, c.relname, s.spcname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_tablespace s ON s.oid = c.reltablespace
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm', 'i', 'I')
+	AND ` + notExtensionMember("pg_class", "CASE WHEN c.relkind IN ('i', 'I') THEN (SELECT x.indrelid FROM pg_index x WHERE x.indexrelid = c.oid) ELSE c.oid END") + `
+UNION ALL
+SELECT format('%s %I.%I uses table access method %I', ` + relkindWord("c.relkind") + `, n.nspname, c.relname, a.amname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm') AND a.amname <> 'heap'
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 UNION ALL
 SELECT format('statistics target of column %s of index %I.%I (ALTER INDEX ... SET STATISTICS)', a.attnum, n.nspname, ic.relname)

@@ -625,6 +625,38 @@ func TestInspectUnsupported(t *testing.T) {
 	}
 }
 
+// A relation in a tablespace other than the database's is refused. The
+// tablespace is made in place (PostgreSQL 15 on, and minor releases of 10
+// to 14 since 2022), once per server: tablespaces belong to the cluster.
+func TestInspectUnsupportedTablespace(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET allow_in_place_tablespaces = true"); err != nil {
+		t.Skipf("no in-place tablespaces here: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLESPACE ptah_inspect_space LOCATION ''"); err != nil &&
+		!strings.Contains(err.Error(), "already exists") {
+		t.Skipf("cannot create a tablespace here: %v", err)
+	}
+	pgtest.Exec(t, url, `CREATE TABLE t (a int) TABLESPACE ptah_inspect_space;
+		CREATE TABLE u (a int); CREATE INDEX u_a ON u (a) TABLESPACE ptah_inspect_space;`)
+	_, err = Inspect(ctx, conn, []string{"public"})
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Inspect returned %v, want an UnsupportedError", err)
+	}
+	equal(t, "objects", ue.Objects, []string{
+		`index public.u_a is in tablespace ptah_inspect_space`,
+		`table public.t is in tablespace ptah_inspect_space`,
+	})
+}
+
 // Objects outside the managed schemas, and objects of extensions, are not
 // refused.
 func TestInspectUnsupportedOutOfScope(t *testing.T) {
