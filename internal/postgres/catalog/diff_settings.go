@@ -61,16 +61,39 @@ func (d *differ) chain(id ID) []ID {
 	return out
 }
 
+// onTables indexes, once per plan, the objects that live on each table,
+// view or materialized view.
+type onTables struct {
+	desired map[ID][]ID // the desired objects on it
+	rebuilt map[ID]bool // the plan drops an index or constraint on it
+}
+
+func (d *differ) onTables() *onTables {
+	if d.on != nil {
+		return d.on
+	}
+	d.on = &onTables{desired: map[ID][]ID{}, rebuilt: map[ID]bool{}}
+	for id := range d.desired.byID {
+		if t, ok := d.desired.owner(id); ok {
+			d.on.desired[t] = append(d.on.desired[t], id)
+		}
+	}
+	for x := range d.dropped {
+		if x.Kind == KindIndex || x.Kind == KindConstraint {
+			if t, ok := d.live.owner(x); ok {
+				d.on.rebuilt[t] = true
+			}
+		}
+	}
+	return d.on
+}
+
 // settingsAfter orders a relation's settings node after everything on it
 // and on the tables it is a partition of.
 func (d *differ) settingsAfter(k nodeKey) {
 	d.extra = append(d.extra, [2]nodeKey{fwdKey(k.id), k})
-	on := map[ID]bool{}
 	for _, t := range d.chain(k.id) {
-		on[t] = true
-	}
-	for id := range d.desired.byID {
-		if t, ok := d.desired.owner(id); ok && on[t] {
+		for _, id := range d.onTables().desired[t] {
 			d.extra = append(d.extra, [2]nodeKey{fwdKey(id), k})
 		}
 	}
@@ -81,16 +104,9 @@ func (d *differ) settingsAfter(k nodeKey) {
 // or CLUSTER ON names may be among them (or be one's partition), and loses
 // the mark when it is built again.
 func (d *differ) indexRebuilt(id ID) bool {
-	on := map[ID]bool{}
 	for _, t := range d.chain(id) {
-		on[t] = true
-	}
-	for x := range d.dropped {
-		switch x.Kind {
-		case KindIndex, KindConstraint:
-			if t, ok := d.live.owner(x); ok && on[t] {
-				return true
-			}
+		if d.onTables().rebuilt[t] {
+			return true
 		}
 	}
 	return false
