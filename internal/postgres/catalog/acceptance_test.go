@@ -422,7 +422,8 @@ func execFile(t *testing.T, url, name, sql string) {
 
 // schemaDump is pg_dump --schema-only of the database, normalised: no
 // comment lines, no blank lines, no \restrict / \unrestrict lines (their key
-// is random).
+// is random); followed by what the schema holds that pg_dump --schema-only
+// does not show (see notDumped).
 func schemaDump(ctx context.Context, t *testing.T, url string) string {
 	t.Helper()
 	bin, err := pgserver.FindBinDir()
@@ -438,7 +439,34 @@ func schemaDump(ctx context.Context, t *testing.T, url string) string {
 	if err != nil {
 		t.Fatalf("pg_dump: %v\n%s", err, stderr.String())
 	}
-	return normaliseDump(string(out))
+	return normaliseDump(string(out)) + notDumped(ctx, t, url)
+}
+
+// notDumped lists the materialized views that are not populated: pg_dump
+// --schema-only prints every one WITH NO DATA, and the REFRESH that tells
+// them apart belongs to the data.
+func notDumped(ctx context.Context, t *testing.T, url string) string {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT format('materialized view %I.%I is not populated', n.nspname, c.relname)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'm' AND NOT c.relispopulated ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }
 
 func normaliseDump(s string) string {

@@ -126,6 +126,8 @@ type differ struct {
 	extra [][2]nodeKey // orderings emit knows of, applied by connect
 	// labels: ALTER TYPE ... ADD VALUE statements, which go first (alterEnum).
 	labels []postgres.Statement
+	// on indexes what lives on each table, for the settings nodes.
+	on *onTables
 }
 
 func newDiffer(live, desired *Model) *differ {

@@ -129,6 +129,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 	case Domain:
 		d.add(k, stmt(createDomain(o)))
 		d.comment(k, "DOMAIN "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, c := range o.Constraints {
+			d.comment(k, domainConstraint(o, c), "", c.Comment)
+		}
 	case Composite:
 		attrs := make([]string, len(o.Attributes))
 		for i, a := range o.Attributes {
@@ -136,8 +139,11 @@ func (d *differ) emitCreate(id ID, obj any) {
 		}
 		d.add(k, stmt(fmt.Sprintf("CREATE TYPE %s AS (%s)", qname(o.Schema, o.Name), strings.Join(attrs, ", "))))
 		d.comment(k, "TYPE "+qname(o.Schema, o.Name), "", o.Comment)
+		for _, a := range o.Attributes {
+			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(a.Name), "", a.Comment)
+		}
 	case Sequence:
-		d.add(k, stmt("CREATE SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
+		d.add(k, stmt("CREATE "+unloggedWord(o.Unlogged)+"SEQUENCE "+qname(o.Schema, o.Name)+" "+sequenceClause(o.Options)))
 		d.comment(k, "SEQUENCE "+qname(o.Schema, o.Name), "", o.Comment)
 		d.emitOwner(o, nil)
 	case Table:
@@ -149,6 +155,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 			d.alias[fwdKey(col)] = k
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
 		}
+		d.tableSettings(nil, o)
 	case Column:
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
@@ -168,11 +175,15 @@ func (d *differ) emitCreate(id ID, obj any) {
 		for _, c := range o.Columns {
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
 		}
+		if o.Materialized {
+			d.matViewSettings(nil, o)
+		}
 	case Function:
 		d.add(k, stmt(strings.TrimSpace(o.Definition)))
 		d.comment(k, routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")", "", o.Comment)
 	case Trigger:
 		d.add(k, stmt(o.Definition))
+		d.triggerState(k, Trigger{}, o)
 		d.comment(k, "TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	}
 }
@@ -274,6 +285,7 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		}
 		d.comment(k, "SEQUENCE "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		d.emitOwner(n, l.OwnedBy)
+		d.sequencePersistence(l, n)
 	case Table:
 		d.alterTable(k, l, dv.(Table))
 	case Column:
@@ -288,9 +300,13 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
 	case View:
 		n := dv.(View)
+		d.populate(k, l, n)
 		d.comment(k, viewWord(n)+" "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		for i, c := range n.Columns {
 			d.comment(k, "COLUMN "+qname(n.Schema, n.Name)+"."+ident(c.Name), l.Columns[i].Comment, c.Comment)
+		}
+		if n.Materialized {
+			d.matViewSettings(&l, n)
 		}
 	case Function:
 		n := dv.(Function)
@@ -300,7 +316,36 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.comment(k, routineWord(n)+" "+qname(n.Schema, n.Name)+"("+n.IdentityArgs+")", l.Comment, n.Comment)
 	case Trigger:
 		n := dv.(Trigger)
+		d.triggerState(k, l, n)
 		d.comment(k, "TRIGGER "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
+	}
+}
+
+// triggerState sets a trigger's enabled state. Without ONLY, ALTER TABLE
+// sets the trigger's clones on partitions too, as a new partition's clone
+// copies its parent's.
+func (d *differ) triggerState(k nodeKey, l, n Trigger) {
+	if l.Enabled == n.Enabled {
+		return
+	}
+	state := n.Enabled
+	if state == "" {
+		state = "ENABLE"
+	}
+	d.add(k, stmt(alterTable(n.Schema, n.Table)+" "+state+" TRIGGER "+ident(n.Name)))
+}
+
+// populate fills or empties a materialized view whose populated state
+// changes. Emptying it throws its rows away until the next refresh.
+func (d *differ) populate(k nodeKey, l, n View) {
+	if l.WithNoData == n.WithNoData {
+		return
+	}
+	name := "REFRESH MATERIALIZED VIEW " + qname(n.Schema, n.Name)
+	if n.WithNoData {
+		d.add(k, stmt(name+" WITH NO DATA", postgres.HazardDeletesData))
+	} else {
+		d.add(k, stmt(name))
 	}
 }
 
@@ -392,10 +437,16 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 			d.add(k, stmt("ALTER DOMAIN "+name+" DROP CONSTRAINT "+ident(c.Name)))
 		}
 	}
+	oldComment := map[string]string{}
+	for _, c := range l.Constraints {
+		oldComment[c.Name] = c.Comment
+	}
 	for _, c := range n.Constraints {
 		if def, ok := old[c.Name]; !ok || def != c.Definition {
 			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, postgres.HazardMayFail, postgres.HazardBlocksWrites))
+			oldComment[c.Name] = "" // a new constraint has no comment
 		}
+		d.comment(k, domainConstraint(n, c), oldComment[c.Name], c.Comment)
 	}
 	d.comment(k, "DOMAIN "+name, l.Comment, n.Comment)
 }
@@ -432,6 +483,7 @@ func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 			}
 			d.add(k, stmt("ALTER TYPE "+name+" ALTER ATTRIBUTE "+ident(a.Name)+" TYPE "+def, mayFail...))
 		}
+		d.comment(k, "COLUMN "+name+"."+ident(a.Name), o.Comment, a.Comment)
 	}
 	d.comment(k, "TYPE "+name, l.Comment, n.Comment)
 }
@@ -454,7 +506,9 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		}
 		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, postgres.HazardRewritesTable, postgres.HazardBlocksWrites))
 	}
-	if set, reset := optionChanges(l.Options, n.Options); set != "" || reset != "" {
+	lOwn, _ := splitToastOptions(l.Options)
+	nOwn, _ := splitToastOptions(n.Options)
+	if set, reset := optionChanges(lOwn, nOwn); set != "" || reset != "" {
 		if reset != "" {
 			d.add(k, stmt(alterTable(n.Schema, n.Name)+" RESET ("+reset+")"))
 		}
@@ -463,6 +517,7 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		}
 	}
 	d.comment(k, "TABLE "+name, l.Comment, n.Comment)
+	d.tableSettings(&l, n)
 }
 
 // optionChanges compares reloptions ("key=value") and returns what to SET
@@ -771,6 +826,45 @@ func defaultSequenceOptions(typ string) SequenceOptions {
 	return SequenceOptions{Type: typ, Start: 1, Increment: 1, Min: 1, Max: max, Cache: 1}
 }
 
+func unloggedWord(unlogged bool) string {
+	if unlogged {
+		return "UNLOGGED "
+	}
+	return ""
+}
+
+// sequencePersistence sets a sequence LOGGED or UNLOGGED, after the table
+// that owns it changed its own: ALTER TABLE ... SET [UN]LOGGED changes the
+// sequences the table owns as well (from PostgreSQL 15, the first with
+// unlogged sequences), which is then all there is to do. (A sequence that
+// keeps its persistence while the table that owns it changes takes a second
+// plan: this plan cannot tell whether the server changes it.)
+func (d *differ) sequencePersistence(l, n Sequence) {
+	if l.Unlogged == n.Unlogged {
+		return
+	}
+	if o := l.OwnedBy; o != nil {
+		id := ID{Kind: KindTable, Schema: o.Schema, Name: o.Table}
+		lt, ok1 := d.live.byID[id].(Table)
+		nt, ok2 := d.desired.byID[id].(Table)
+		if ok1 && ok2 && !d.dropped[id] && lt.Unlogged != nt.Unlogged && nt.Unlogged == n.Unlogged {
+			return
+		}
+	}
+	k := nodeKey{id: n.ID(), step: stepSettings}
+	mode := "LOGGED"
+	if n.Unlogged {
+		mode = "UNLOGGED"
+	}
+	d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" SET "+mode))
+	d.extra = append(d.extra, [2]nodeKey{fwdKey(n.ID()), k})
+	for _, s := range []Sequence{l, n} {
+		if s.OwnedBy != nil {
+			d.extra = append(d.extra, [2]nodeKey{fwdKey(ID{Kind: KindTable, Schema: s.OwnedBy.Schema, Name: s.OwnedBy.Table}), k})
+		}
+	}
+}
+
 func sequenceClause(o SequenceOptions) string {
 	cycle := "NO CYCLE"
 	if o.Cycle {
@@ -865,6 +959,10 @@ func createDomain(o Domain) string {
 	return s
 }
 
+func domainConstraint(o Domain, c DomainConstraint) string {
+	return "CONSTRAINT " + ident(c.Name) + " ON DOMAIN " + qname(o.Schema, o.Name)
+}
+
 func attributeDef(a Attribute) string {
 	return ident(a.Name) + " " + typeWithCollation(a.Type, a.Collation)
 }
@@ -875,6 +973,9 @@ func createView(v View) string {
 		s += " WITH (" + strings.Join(v.Options, ", ") + ")"
 	}
 	body := strings.TrimSuffix(strings.TrimSpace(v.Definition), ";")
+	if v.Materialized && v.WithNoData {
+		body += "\nWITH NO DATA"
+	}
 	return s + " AS\n" + body
 }
 

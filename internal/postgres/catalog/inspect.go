@@ -212,14 +212,14 @@ func (in *inspector) readEnums() error {
 func (in *inspector) readDomains() error {
 	var oid, array uint32
 	var d Domain
-	var names, defs []string
+	var names, defs, comments []string
 	var constraintOIDs []uint32
 	dest := []any{&oid, &array, &d.Schema, &d.Name, &d.BaseType, &d.Collation, &d.Default, &d.NotNull,
-		&names, &defs, &constraintOIDs, &d.Comment}
+		&names, &defs, &constraintOIDs, &comments, &d.Comment}
 	return in.each("domains", domainsQuery, dest, func() error {
 		d.Constraints = nil
 		for i := range names {
-			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i]})
+			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i], Comment: comments[i]})
 		}
 		in.m.Domains = append(in.m.Domains, d)
 		in.addType(oid, array, d.ID())
@@ -249,7 +249,7 @@ func (in *inspector) readSequences() error {
 	var owned bool
 	var owner ColumnRef
 	o := &s.Options
-	dest := []any{&oid, &s.Schema, &s.Name, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
+	dest := []any{&oid, &s.Schema, &s.Name, &s.Unlogged, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
 		&owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
 	return in.each("sequences", sequencesQuery, dest, func() error {
 		s.OwnedBy = nil
@@ -270,8 +270,9 @@ func (in *inspector) readTables() error {
 	var isPartition bool
 	var parent ObjectName
 	dest := []any{&oid, &rowType, &rowArray, &t.Schema, &t.Name, &t.Unlogged, &t.PartitionKey, &isPartition, &parent.Schema, &parent.Name,
-		&t.PartitionBound, &t.Options, &t.Comment}
+		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn, &t.ColumnSettings, &t.Comment}
 	return in.each("tables", tablesQuery, dest, func() error {
+		t.ColumnSettings = nilIfEmpty(t.ColumnSettings)
 		t.PartitionOf = nil
 		if isPartition {
 			p := parent
@@ -280,6 +281,7 @@ func (in *inspector) readTables() error {
 		// Options keep PostgreSQL's stored order, which pg_dump shows; the
 		// diff compares them as a set.
 		in.m.Tables = append(in.m.Tables, t)
+		t.ColumnSettings = nil // json decoding would reuse its array for the next row
 		r := in.newRelation(oid, t.ID())
 		r.columns, r.tableAt = map[int16]string{}, len(in.m.Tables)-1
 		in.addType(rowType, rowArray, t.ID())
@@ -290,9 +292,12 @@ func (in *inspector) readTables() error {
 func (in *inspector) readViews() error {
 	var oid, rowType, rowArray, rule uint32
 	var v View
-	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options, &v.Comment}
+	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options,
+		&v.WithNoData, &v.ClusterOn, &v.ColumnSettings, &v.Comment}
 	return in.each("views", viewsQuery, dest, func() error {
+		v.ColumnSettings = nilIfEmpty(v.ColumnSettings)
 		in.m.Views = append(in.m.Views, v)
+		v.ColumnSettings = nil // json decoding would reuse its array for the next row
 		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1
 		in.addType(rowType, rowArray, v.ID())
 		// A view's query is its _RETURN rule: what the rule uses, the view uses.
@@ -341,7 +346,7 @@ func (in *inspector) addColumn(r *relation, attnum int16, c Column) {
 		v.Columns = append(v.Columns, ViewColumn{Name: c.Name, Type: c.Type, Comment: c.Comment})
 	case r.compositeAt >= 0:
 		ct := &in.m.Composites[r.compositeAt]
-		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation})
+		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation, Comment: c.Comment})
 	}
 }
 
@@ -396,10 +401,18 @@ func (in *inspector) readFunctions() error {
 func (in *inspector) readTriggers() error {
 	var oid uint32
 	var t Trigger
-	dest := []any{&oid, &t.Schema, &t.Table, &t.Name, &t.Definition, &t.Comment}
+	dest := []any{&oid, &t.Schema, &t.Table, &t.Name, &t.Definition, &t.Enabled, &t.Comment}
 	return in.each("triggers", triggersQuery, dest, func() error {
 		in.m.Triggers = append(in.m.Triggers, t)
 		in.objects[catalogKey{"pg_trigger", oid}] = t.ID()
 		return nil
 	})
+}
+
+// nilIfEmpty keeps a model's empty lists nil, whichever way they were read.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }

@@ -32,6 +32,40 @@ func collationName(coll, def string) string {
 	ELSE '' END`
 }
 
+// storageWord is an attstorage or typstorage letter as SET STORAGE spells it.
+func storageWord(letter string) string {
+	return `CASE ` + letter + ` WHEN 'p' THEN 'PLAIN' WHEN 'e' THEN 'EXTERNAL' WHEN 'm' THEN 'MAIN' ELSE 'EXTENDED' END`
+}
+
+// columnSettings is a JSON array of the ColumnSettings of relation rel's
+// columns whose settings are not the defaults (inherited columns included).
+// attstattarget is NULL for the default from PostgreSQL 17 on, -1 before.
+func columnSettings(rel string) string {
+	return `COALESCE((SELECT json_agg(json_build_object(
+		'Column', a.attname,
+		'Storage', CASE WHEN a.attstorage = t.typstorage THEN '' ELSE ` + storageWord("a.attstorage") + ` END,
+		'DefaultStorage', ` + storageWord("t.typstorage") + `,
+		'Compression', CASE a.attcompression WHEN 'p' THEN 'pglz' WHEN 'l' THEN 'lz4' ELSE '' END,
+		'Statistics', COALESCE(a.attstattarget, -1),
+		'Options', COALESCE(a.attoptions, '{}')) ORDER BY a.attnum)
+	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+	WHERE a.attrelid = ` + rel + ` AND a.attnum > 0 AND NOT a.attisdropped
+		AND (a.attstorage <> t.typstorage OR a.attcompression IN ('p', 'l')
+			OR COALESCE(a.attstattarget, -1) <> -1 OR cardinality(a.attoptions) > 0)), '[]')`
+}
+
+// relOptions are the reloptions of relation c, then those of its TOAST
+// table (aliased toast), prefixed "toast." as ALTER TABLE ... SET takes them.
+const relOptions = `COALESCE(c.reloptions, '{}')
+	|| ARRAY(SELECT 'toast.' || o FROM unnest(toast.reloptions) WITH ORDINALITY u(o, i) ORDER BY u.i)`
+
+// indexFlagged is the name of the index of relation c whose pg_index flag
+// (indisclustered, indisreplident) is set, "" when none.
+func indexFlagged(flag string) string {
+	return `COALESCE((SELECT ic.relname FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
+		WHERE x.indrelid = c.oid AND x.` + flag + `), '')`
+}
+
 // sequenceOptions are the pg_sequence columns behind SequenceOptions, for a
 // pg_sequence row aliased s.
 const sequenceOptions = `COALESCE(format_type(s.seqtypid, NULL), ''), COALESCE(s.seqstart, 0),
@@ -72,6 +106,8 @@ SELECT t.oid, t.typarray, n.nspname, t.typname, format_type(t.typbasetype, t.typ
 	ARRAY(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
 		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
 	ARRAY(SELECT k.oid FROM pg_constraint k WHERE k.contypid = t.oid),
+	ARRAY(SELECT ` + commentOn("pg_constraint", "k.oid", "0") + ` FROM pg_constraint k
+		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
 	` + commentOn("pg_type", "t.oid", "0") + `
 FROM pg_type t
 JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -91,7 +127,7 @@ WHERE n.nspname = ANY($1) AND t.typtype = 'c' AND c.relkind = 'c'
 // Identity sequences are left out: they are part of their column. OWNED BY
 // is the auto ('a') dependency of a serial's sequence on its column.
 var sequencesQuery = `
-SELECT c.oid, n.nspname, c.relname, ` + sequenceOptions + `,
+SELECT c.oid, n.nspname, c.relname, c.relpersistence = 'u', ` + sequenceOptions + `,
 	o.attrelid IS NOT NULL, COALESCE(on_.nspname, ''), COALESCE(oc.relname, ''), COALESCE(o.attname, ''),
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
@@ -112,10 +148,17 @@ SELECT c.oid, c.reltype, rt.typarray, n.nspname, c.relname, c.relpersistence = '
 	COALESCE(pg_get_partkeydef(c.oid), ''),
 	c.relispartition, COALESCE(pn.nspname, ''), COALESCE(pc.relname, ''),
 	COALESCE(pg_get_expr(c.relpartbound, c.oid), ''),
-	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+	` + relOptions + `,
+	CASE c.relreplident WHEN 'f' THEN 'FULL' WHEN 'n' THEN 'NOTHING'
+		WHEN 'i' THEN CASE WHEN ` + indexFlagged("indisreplident") + ` = '' THEN 'NOTHING' ELSE 'USING INDEX' END
+		ELSE '' END,
+	CASE WHEN c.relreplident = 'i' THEN ` + indexFlagged("indisreplident") + ` ELSE '' END,
+	` + indexFlagged("indisclustered") + `, ` + columnSettings("c.oid") + `,
+	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
+LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 LEFT JOIN pg_inherits h ON c.relispartition AND h.inhrelid = c.oid
 LEFT JOIN pg_class pc ON pc.oid = h.inhparent
 LEFT JOIN pg_namespace pn ON pn.oid = pc.relnamespace
@@ -125,10 +168,12 @@ var viewsQuery = `
 SELECT c.oid, c.reltype, rt.typarray,
 	COALESCE((SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN'), 0),
 	n.nspname, c.relname, c.relkind = 'm', pg_get_viewdef(c.oid),
-	COALESCE(c.reloptions, '{}'), ` + commentOn("pg_class", "c.oid", "0") + `
+	` + relOptions + `, NOT c.relispopulated, ` + indexFlagged("indisclustered") + `,
+	` + columnSettings("c.oid") + `, ` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
+LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
 
 // The columns of tables, views and composite types, in attnum order. A
@@ -210,6 +255,7 @@ WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p') AND ` + notExtensionMember
 // clones a partitioned table's trigger puts on each partition.
 var triggersQuery = `
 SELECT g.oid, n.nspname, c.relname, g.tgname, pg_get_triggerdef(g.oid),
+	CASE g.tgenabled WHEN 'D' THEN 'DISABLE' WHEN 'R' THEN 'ENABLE REPLICA' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE '' END,
 	` + commentOn("pg_trigger", "g.oid", "0") + `
 FROM pg_trigger g
 JOIN pg_class c ON c.oid = g.tgrelid
@@ -232,12 +278,21 @@ WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
 // relkindWord names a relation kind in an error message.
 func relkindWord(relkind string) string {
 	return `CASE ` + relkind + ` WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-		WHEN 'f' THEN 'foreign table' ELSE 'table' END`
+		WHEN 'f' THEN 'foreign table' WHEN 'i' THEN 'index' WHEN 'I' THEN 'index' ELSE 'table' END`
+}
+
+// triggerStateWord describes a pg_trigger.tgenabled value.
+func triggerStateWord(state string) string {
+	return `CASE ` + state + ` WHEN 'D' THEN 'disabled' WHEN 'R' THEN 'enabled for replicas only'
+		WHEN 'A' THEN 'enabled always' ELSE 'enabled' END`
 }
 
 // unsupportedQuery names every object in the managed schemas that the model
-// cannot represent (plus event triggers, which act on the whole database),
-// so that Inspect refuses them rather than planning around them.
+// cannot represent, and every database-wide object ptah cannot scope to the
+// managed schemas but that reaches into them (event triggers, publications,
+// casts of their types, default privileges in them), so that Inspect
+// refuses them rather than planning around them. Properties the model
+// leaves out are refused the same way when they are not the defaults.
 var unsupportedQuery = `
 SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -322,4 +377,74 @@ WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_statistic_ext", "o.oid"
 UNION ALL
 SELECT format('event trigger "%s"', o.evtname)
 FROM pg_event_trigger o
-WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
+WHERE ` + notExtensionMember("pg_event_trigger", "o.oid") + `
+UNION ALL
+SELECT format('publication "%s" publishes %s %I.%I', p.pubname, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
+FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1)
+UNION ALL
+SELECT format('publication "%s" publishes the tables of schema %I (FOR TABLES IN SCHEMA)', p.pubname, n.nspname)
+FROM pg_namespace n
+JOIN pg_depend dn ON dn.refclassid = 'pg_namespace'::regclass AND dn.refobjid = n.oid
+	-- pg_publication_namespace (PostgreSQL 15 on), read through pg_depend
+	-- so that the query runs on 14 as well.
+	AND dn.classid = to_regclass('pg_catalog.pg_publication_namespace')
+JOIN pg_depend dp ON dp.classid = dn.classid AND dp.objid = dn.objid AND dp.refclassid = 'pg_publication'::regclass
+JOIN pg_publication p ON p.oid = dp.refobjid
+WHERE n.nspname = ANY($1)
+UNION ALL
+SELECT format('publication "%s" publishes every table, those of the managed schemas included (FOR ALL TABLES)', p.pubname)
+FROM pg_publication p
+WHERE p.puballtables
+UNION ALL
+SELECT format('cast (%s AS %s)', format_type(k.castsource, NULL), format_type(k.casttarget, NULL))
+FROM pg_cast k
+WHERE (EXISTS (SELECT FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+			WHERE t.oid IN (k.castsource, k.casttarget) AND n.nspname = ANY($1))
+		OR EXISTS (SELECT FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace
+			WHERE f.oid = k.castfunc AND n.nspname = ANY($1)))
+	AND ` + notExtensionMember("pg_cast", "k.oid") + `
+	-- A range type's cast to its multirange type comes and goes with it.
+	AND NOT EXISTS (SELECT FROM pg_depend i
+		WHERE i.classid = 'pg_cast'::regclass AND i.objid = k.oid AND i.deptype = 'i')
+UNION ALL
+SELECT format('default privileges on %s in schema %I for role %I (ALTER DEFAULT PRIVILEGES)',
+	CASE d.defaclobjtype WHEN 'r' THEN 'tables' WHEN 'S' THEN 'sequences' WHEN 'f' THEN 'functions'
+		WHEN 'T' THEN 'types' WHEN 'n' THEN 'schemas' ELSE d.defaclobjtype::text END,
+	n.nspname, pg_get_userbyid(d.defaclrole))
+FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace
+WHERE n.nspname = ANY($1)
+UNION ALL
+SELECT format('trigger "%s" on table %I.%I is %s, unlike the trigger on %I.%I it is cloned from (ALTER TABLE on a partition)',
+	g.tgname, n.nspname, c.relname, ` + triggerStateWord("g.tgenabled") + `, pn.nspname, pc.relname)
+FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_trigger pg ON pg.oid = g.tgparentid
+JOIN pg_class pc ON pc.oid = pg.tgrelid JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgenabled <> pg.tgenabled
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('the triggers of constraint "%s" on table %I.%I are %s (ALTER TABLE %I.%I DISABLE TRIGGER ALL)',
+	COALESCE(k.conname, g.tgname), COALESCE(kn.nspname, n.nspname), COALESCE(kc.relname, c.relname),
+	` + triggerStateWord("g.tgenabled") + `, n.nspname, c.relname)
+FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_constraint k ON k.oid = g.tgconstraint
+LEFT JOIN pg_class kc ON kc.oid = k.conrelid LEFT JOIN pg_namespace kn ON kn.oid = kc.relnamespace
+WHERE n.nspname = ANY($1) AND g.tgisinternal AND g.tgenabled <> 'O'
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('%s %I.%I is in tablespace %I', ` + relkindWord("c.relkind") + `, n.nspname, c.relname, s.spcname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_tablespace s ON s.oid = c.reltablespace
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm', 'i', 'I')
+	AND ` + notExtensionMember("pg_class", "CASE WHEN c.relkind IN ('i', 'I') THEN (SELECT x.indrelid FROM pg_index x WHERE x.indexrelid = c.oid) ELSE c.oid END") + `
+UNION ALL
+SELECT format('%s %I.%I uses table access method %I', ` + relkindWord("c.relkind") + `, n.nspname, c.relname, a.amname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm') AND a.amname <> 'heap'
+	AND ` + notExtensionMember("pg_class", "c.oid") + `
+UNION ALL
+SELECT format('statistics target of column %s of index %I.%I (ALTER INDEX ... SET STATISTICS)', a.attnum, n.nspname, ic.relname)
+FROM pg_attribute a JOIN pg_index i ON i.indexrelid = a.attrelid
+JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_namespace n ON n.oid = ic.relnamespace
+WHERE n.nspname = ANY($1) AND COALESCE(a.attstattarget, -1) <> -1
+	AND ` + notExtensionMember("pg_class", "i.indrelid")

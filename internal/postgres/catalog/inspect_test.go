@@ -341,6 +341,60 @@ func TestInspect(t *testing.T) {
 						Definition: "CREATE TRIGGER v_instead INSTEAD OF INSERT ON public.v FOR EACH ROW EXECUTE FUNCTION public.touch()"},
 				})
 			}},
+		{name: "settings", ddl: `
+			CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+			CREATE TABLE t (id int PRIMARY KEY, u int NOT NULL, body varchar(10), n int, plain text)
+				WITH (fillfactor = 90, toast.autovacuum_enabled = false);
+			CREATE UNIQUE INDEX t_u ON t (u);
+			ALTER TABLE t REPLICA IDENTITY USING INDEX t_u, CLUSTER ON t_pkey;
+			ALTER TABLE t ALTER body SET STORAGE MAIN, ALTER body SET COMPRESSION lz4,
+				ALTER n SET STATISTICS 0, ALTER n SET (n_distinct = 5),
+				ALTER plain SET STORAGE EXTENDED, ALTER plain SET STATISTICS -1;
+			CREATE TABLE f (id int);
+			ALTER TABLE f REPLICA IDENTITY FULL;
+			CREATE TABLE gone (id int NOT NULL);
+			CREATE UNIQUE INDEX gone_id ON gone (id);
+			ALTER TABLE gone REPLICA IDENTITY USING INDEX gone_id;
+			DROP INDEX gone_id;
+			CREATE TRIGGER a BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER b BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER c BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			CREATE TRIGGER d BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION touch();
+			ALTER TABLE t DISABLE TRIGGER b, ENABLE REPLICA TRIGGER c, ENABLE ALWAYS TRIGGER d;
+			CREATE MATERIALIZED VIEW mv AS SELECT id, plain FROM t WITH NO DATA;
+			CREATE INDEX mv_id ON mv (id);
+			ALTER MATERIALIZED VIEW mv CLUSTER ON mv_id, ALTER plain SET STORAGE EXTERNAL;
+			CREATE TYPE pair AS (k text, v text);
+			COMMENT ON COLUMN pair.v IS 'the value';
+			CREATE DOMAIN pos AS int CONSTRAINT pos_check CHECK (VALUE > 0);
+			COMMENT ON CONSTRAINT pos_check ON DOMAIN pos IS 'positive';`,
+			check: func(t *testing.T, m *Model) {
+				tb := find(t, m.Tables, tableID("t"))
+				equal(t, "options", tb.Options, []string{"fillfactor=90", "toast.autovacuum_enabled=false"})
+				equal(t, "replica identity", []string{tb.ReplicaIdentity, tb.ReplicaIndex}, []string{"USING INDEX", "t_u"})
+				equal(t, "cluster on", tb.ClusterOn, "t_pkey")
+				// Spelled-out defaults (plain) are no settings.
+				equal(t, "column settings", tb.ColumnSettings, []ColumnSettings{
+					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "lz4", Statistics: -1, Options: []string{}},
+					{Column: "n", DefaultStorage: "PLAIN", Statistics: 0, Options: []string{"n_distinct=5"}},
+				})
+				f := find(t, m.Tables, tableID("f"))
+				equal(t, "full", []string{f.ReplicaIdentity, f.ReplicaIndex, f.ClusterOn}, []string{"FULL", "", ""})
+				equal(t, "no settings", f.ColumnSettings, []ColumnSettings(nil))
+				// An identity whose index is gone behaves as NOTHING.
+				gone := find(t, m.Tables, tableID("gone"))
+				equal(t, "identity without its index", []string{gone.ReplicaIdentity, gone.ReplicaIndex}, []string{"NOTHING", ""})
+				var states []string
+				for _, tg := range m.Triggers {
+					states = append(states, tg.Name+"="+tg.Enabled)
+				}
+				equal(t, "trigger states", states, []string{"a=", "b=DISABLE", "c=ENABLE REPLICA", "d=ENABLE ALWAYS"})
+				mv := find(t, m.Views, ID{Kind: KindMatView, Schema: "public", Name: "mv"})
+				equal(t, "matview", []any{mv.WithNoData, mv.ClusterOn, mv.ColumnSettings}, []any{true, "mv_id", []ColumnSettings{
+					{Column: "plain", Storage: "EXTERNAL", DefaultStorage: "EXTENDED", Statistics: -1, Options: []string{}}}})
+				equal(t, "attribute comment", m.Composites[0].Attributes[1].Comment, "the value")
+				equal(t, "domain constraint comment", m.Domains[0].Constraints[0].Comment, "positive")
+			}},
 		{name: "extensions", ddl: `
 			CREATE EXTENSION citext;
 			CREATE SCHEMA ext;
@@ -524,6 +578,34 @@ func TestInspectUnsupported(t *testing.T) {
 		{"operator family", `CREATE OPERATOR FAMILY f USING hash;`, []string{`operator family public.f using hash`}},
 		{"text search template", `CREATE TEXT SEARCH TEMPLATE tt (LEXIZE = dsimple_lexize);`,
 			[]string{`text search template public.tt`}},
+		{"publication of a table", `CREATE TABLE t (a int); CREATE PUBLICATION p FOR TABLE t;`,
+			[]string{`publication "p" publishes table public.t`}},
+		{"publication of a schema", `CREATE PUBLICATION p FOR TABLES IN SCHEMA public;`,
+			[]string{`publication "p" publishes the tables of schema public (FOR TABLES IN SCHEMA)`}},
+		{"publication of all tables", `CREATE PUBLICATION p FOR ALL TABLES;`,
+			[]string{`publication "p" publishes every table, those of the managed schemas included (FOR ALL TABLES)`}},
+		{"cast", `CREATE TYPE pair AS (a int, b int); CREATE CAST (pair AS text) WITH INOUT;`,
+			[]string{`cast (public.pair AS text)`}},
+		{"cast with a managed function", `CREATE FUNCTION f(uuid) RETURNS bytea LANGUAGE sql AS $$ SELECT decode(replace($1::text, '-', ''), 'hex') $$;
+			CREATE CAST (uuid AS bytea) WITH FUNCTION f(uuid);`,
+			[]string{`cast (uuid AS bytea)`}},
+		{"default privileges", `DO $$ BEGIN
+				IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ptah_inspect_owner') THEN
+					CREATE ROLE ptah_inspect_owner;
+				END IF;
+			END $$;
+			ALTER DEFAULT PRIVILEGES FOR ROLE ptah_inspect_owner IN SCHEMA public GRANT SELECT ON TABLES TO public;`,
+			[]string{`default privileges on tables in schema public for role ptah_inspect_owner (ALTER DEFAULT PRIVILEGES)`}},
+		{"trigger clone state", `CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+			CREATE TABLE p (a int) PARTITION BY LIST (a); CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);
+			CREATE TRIGGER tg BEFORE INSERT ON p FOR EACH ROW EXECUTE FUNCTION f();
+			ALTER TABLE p1 ENABLE ALWAYS TRIGGER tg;`,
+			[]string{`trigger "tg" on table public.p1 is enabled always, unlike the trigger on public.p it is cloned from (ALTER TABLE on a partition)`}},
+		{"internal triggers disabled", `CREATE TABLE r (id int PRIMARY KEY); CREATE TABLE t (r_id int CONSTRAINT fk REFERENCES r);
+			ALTER TABLE r DISABLE TRIGGER ALL;`,
+			[]string{`the triggers of constraint "fk" on table public.t are disabled (ALTER TABLE public.r DISABLE TRIGGER ALL)`}},
+		{"index statistics target", `CREATE TABLE t (a int); CREATE INDEX i ON t ((a + 1)); ALTER INDEX i ALTER COLUMN 1 SET STATISTICS 10;`,
+			[]string{`statistics target of column 1 of index public.i (ALTER INDEX ... SET STATISTICS)`}},
 		{"several", `CREATE TABLE t (a int); CREATE RULE r AS ON DELETE TO t DO INSTEAD NOTHING;
 			CREATE COLLATION c FROM "C"; CREATE VIEW v AS SELECT 1 AS x;
 			CREATE RULE vr AS ON INSERT TO v DO INSTEAD NOTHING;`,
@@ -541,6 +623,38 @@ func TestInspectUnsupported(t *testing.T) {
 			equal(t, "where", ue.Where, "database")
 		})
 	}
+}
+
+// A relation in a tablespace other than the database's is refused. The
+// tablespace is made in place (PostgreSQL 15 on, and minor releases of 10
+// to 14 since 2022), once per server: tablespaces belong to the cluster.
+func TestInspectUnsupportedTablespace(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET allow_in_place_tablespaces = true"); err != nil {
+		t.Skipf("no in-place tablespaces here: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLESPACE ptah_inspect_space LOCATION ''"); err != nil &&
+		!strings.Contains(err.Error(), "already exists") {
+		t.Skipf("cannot create a tablespace here: %v", err)
+	}
+	pgtest.Exec(t, url, `CREATE TABLE t (a int) TABLESPACE ptah_inspect_space;
+		CREATE TABLE u (a int); CREATE INDEX u_a ON u (a) TABLESPACE ptah_inspect_space;`)
+	_, err = Inspect(ctx, conn, []string{"public"})
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Inspect returned %v, want an UnsupportedError", err)
+	}
+	equal(t, "objects", ue.Objects, []string{
+		`index public.u_a is in tablespace ptah_inspect_space`,
+		`table public.t is in tablespace ptah_inspect_space`,
+	})
 }
 
 // Objects outside the managed schemas, and objects of extensions, are not

@@ -110,6 +110,7 @@ type Domain struct {
 type DomainConstraint struct {
 	Name       string
 	Definition string // pg_get_constraintdef, e.g. "CHECK ((VALUE > 0))"
+	Comment    string
 }
 
 // Composite is a free-standing composite type (CREATE TYPE ... AS (...)).
@@ -125,16 +126,18 @@ type Attribute struct {
 	Name      string
 	Type      string // format_type
 	Collation string // qualified, "" when the type's default
+	Comment   string
 }
 
 // Sequence is a sequence: standalone, or owned by a column (serial). The
 // sequences behind identity columns are part of their column instead.
 type Sequence struct {
-	Schema  string
-	Name    string
-	Options SequenceOptions
-	OwnedBy *ColumnRef // OWNED BY, nil when none
-	Comment string
+	Schema   string
+	Name     string
+	Unlogged bool // UNLOGGED (PostgreSQL 15 on)
+	Options  SequenceOptions
+	OwnedBy  *ColumnRef // OWNED BY, nil when none
+	Comment  string
 }
 
 // SequenceOptions are the parameters of a sequence, as pg_sequence stores them.
@@ -164,9 +167,36 @@ type Table struct {
 	Columns        []Column // in attnum order; a partition lists only its local columns
 	PartitionKey   string   // pg_get_partkeydef, "" when not partitioned, e.g. "RANGE (created_at)"
 	PartitionOf    *ObjectName
-	PartitionBound string   // pg_get_expr(relpartbound), e.g. "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')" or "DEFAULT"
-	Options        []string // reloptions, e.g. "fillfactor=70"
+	PartitionBound string // pg_get_expr(relpartbound), e.g. "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')" or "DEFAULT"
+	// Options are the reloptions, e.g. "fillfactor=70", then those of the
+	// table's TOAST table prefixed "toast.", e.g. "toast.autovacuum_enabled=false".
+	Options []string
+	// ReplicaIdentity is "" for DEFAULT, "FULL", "NOTHING" or "USING INDEX"
+	// (ReplicaIndex names the index). An identity whose index was dropped
+	// behaves as NOTHING and is read as NOTHING.
+	ReplicaIdentity string
+	ReplicaIndex    string
+	ClusterOn       string // the index CLUSTER ON marked, "" when none
+	// ColumnSettings are those of the columns whose settings are not the
+	// defaults, in attnum order: a partition's inherited columns included,
+	// since each partition keeps its own.
+	ColumnSettings []ColumnSettings
 	Comment        string
+}
+
+// ColumnSettings are the per-column settings of a table or materialized
+// view column that change how its values are stored or estimated, not what
+// they are (ALTER TABLE ... ALTER COLUMN ... SET STORAGE, SET COMPRESSION,
+// SET STATISTICS, SET (...)).
+type ColumnSettings struct {
+	Column string
+	// Storage is "PLAIN", "EXTERNAL", "MAIN" or "EXTENDED"; "" when it is
+	// the type's default, DefaultStorage (what a new column of the type gets).
+	Storage        string
+	DefaultStorage string
+	Compression    string   // "pglz" or "lz4"; "" for the default (default_toast_compression)
+	Statistics     int      // the statistics target; -1 for the default
+	Options        []string // attoptions, e.g. "n_distinct=100"
 }
 
 // ObjectName is a schema-qualified name.
@@ -235,9 +265,14 @@ type View struct {
 	Name         string
 	Materialized bool
 	Definition   string   // pg_get_viewdef, the SELECT
-	Options      []string // reloptions, e.g. "security_barrier=true"
+	Options      []string // reloptions, e.g. "security_barrier=true"; a materialized view's TOAST table's are prefixed "toast."
 	Columns      []ViewColumn
-	Comment      string
+	// Of a materialized view only: not populated (WITH NO DATA), the index
+	// CLUSTER ON marked, and the settings of its columns (see Table).
+	WithNoData     bool
+	ClusterOn      string
+	ColumnSettings []ColumnSettings
+	Comment        string
 }
 
 // ViewColumn records a view's output columns, whose comments are managed.
@@ -269,7 +304,11 @@ type Trigger struct {
 	Table      string
 	Name       string
 	Definition string // pg_get_triggerdef
-	Comment    string
+	// Enabled is how ALTER TABLE last set it: "" (ENABLE, the default),
+	// "DISABLE", "ENABLE REPLICA" or "ENABLE ALWAYS". Its clones on
+	// partitions follow it.
+	Enabled string
+	Comment string
 }
 
 // ObjectID returns the IDs the model uses for each object; a convenience for
