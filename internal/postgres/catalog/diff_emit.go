@@ -734,25 +734,14 @@ func identityClause(c Column) string {
 	return s
 }
 
+// identitySetOptions is ALTER COLUMN's list of identity options that
+// differ: each one prefixed with SET. The sequence type is left out: an
+// identity column's sequence follows the column's type.
 func identitySetOptions(l, n SequenceOptions) string {
-	opts := changedSequenceOptions(l, n)
-	parts := strings.Split(opts, " ")
-	// ALTER COLUMN ... SET option [SET option]: prefix each option with SET.
 	var out []string
-	for i := 0; i < len(parts); i++ {
-		p := parts[i]
-		switch p {
-		case "AS":
-			i++ // an identity column's sequence type follows the column
-			continue
-		case "INCREMENT", "START", "NO":
-			out = append(out, "SET "+p+" "+parts[i+1]+" "+parts[i+2])
-			i += 2
-		case "MINVALUE", "MAXVALUE", "CACHE":
-			out = append(out, "SET "+p+" "+parts[i+1])
-			i++
-		case "CYCLE":
-			out = append(out, "SET CYCLE")
+	for _, o := range sequenceOptionChanges(l, n) {
+		if !strings.HasPrefix(o, "AS ") {
+			out = append(out, "SET "+o)
 		}
 	}
 	return strings.Join(out, " ")
@@ -783,6 +772,11 @@ func sequenceClause(o SequenceOptions) string {
 // changedSequenceOptions lists the options of n that differ from l, in
 // ALTER SEQUENCE syntax; "" when none.
 func changedSequenceOptions(l, n SequenceOptions) string {
+	return strings.Join(sequenceOptionChanges(l, n), " ")
+}
+
+// sequenceOptionChanges is one clause per option of n that differs from l.
+func sequenceOptionChanges(l, n SequenceOptions) []string {
 	var parts []string
 	if l.Type != n.Type {
 		parts = append(parts, "AS "+n.Type)
@@ -809,7 +803,7 @@ func changedSequenceOptions(l, n SequenceOptions) string {
 			parts = append(parts, "NO CYCLE")
 		}
 	}
-	return strings.Join(parts, " ")
+	return parts
 }
 
 func createTable(t Table) string {

@@ -257,3 +257,23 @@ func TestAddedLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestIdentitySetOptions(t *testing.T) {
+	t.Parallel()
+	base := defaultSequenceOptions("integer")
+	cycling := base
+	cycling.Cycle = true
+	all := SequenceOptions{Type: "bigint", Start: 2, Increment: 3, Min: 1, Max: 5000, Cache: 4}
+	for _, tt := range []struct {
+		l, n SequenceOptions
+		want string
+	}{
+		{cycling, base, "SET NO CYCLE"},
+		{base, cycling, "SET CYCLE"},
+		{cycling, all, "SET INCREMENT BY 3 SET MAXVALUE 5000 SET START WITH 2 SET CACHE 4 SET NO CYCLE"},
+	} {
+		if got := identitySetOptions(tt.l, tt.n); got != tt.want {
+			t.Errorf("identitySetOptions(%+v, %+v) = %q, want %q", tt.l, tt.n, got, tt.want)
+		}
+	}
+}
