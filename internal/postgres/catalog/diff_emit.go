@@ -13,6 +13,7 @@ import (
 const (
 	stepFinish = "finish" // a replaced type: drop the old one once nothing uses it
 	stepOwner  = "owner"  // a sequence: OWNED BY, once its column exists
+	stepDisown = "disown" // a sequence: OWNED BY NONE, before its old column goes
 )
 
 // replacedSuffix names the old type while its columns move to the new one.
@@ -228,7 +229,19 @@ func (d *differ) comment(k nodeKey, target, old, new string) {
 }
 
 // emitOwner sets a sequence's OWNED BY once both it and the column exist.
+// A sequence that outlives the column that owns it (the column, or its
+// table, is dropped or recreated) is let go of first: dropping the owner
+// would drop the sequence with it.
 func (d *differ) emitOwner(s Sequence, old *ColumnRef) {
+	if old != nil {
+		oldCol := ColumnID(old.Schema, old.Table, old.Column)
+		if d.dropped[oldCol] {
+			k := nodeKey{id: s.ID(), step: stepDisown}
+			d.add(k, stmt("ALTER SEQUENCE "+qname(s.Schema, s.Name)+" OWNED BY NONE"))
+			d.extra = append(d.extra, [2]nodeKey{k, dropKey(oldCol)})
+			old = nil
+		}
+	}
 	if sameColumnRef(s.OwnedBy, old) {
 		return
 	}
