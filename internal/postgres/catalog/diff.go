@@ -159,11 +159,12 @@ func (d *differ) classify() {
 			}
 		case Constraint:
 			c := dv.(Constraint)
-			if !canAlterConstraint(l, c) {
+			if !canAlterConstraint(l, c) || l.Invalid {
 				d.dropped[id] = true
 			}
 		case Index:
-			if l.Definition != dv.(Index).Definition {
+			// An invalid index is built again, under the same definition.
+			if l.Definition != dv.(Index).Definition || l.Invalid {
 				d.dropped[id] = true
 			}
 		case View:

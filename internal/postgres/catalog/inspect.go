@@ -352,7 +352,7 @@ func (in *inspector) readConstraints() error {
 	var hasRef bool
 	var ref ObjectName
 	dest := []any{&oid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
-		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Comment}
+		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Comment}
 	return in.each("constraints", constraintsQuery, dest, func() error {
 		c.Type = ConstraintType(contype)
 		c.RefTable = nil
@@ -374,7 +374,7 @@ func (in *inspector) readConstraints() error {
 func (in *inspector) readIndexes() error {
 	var oid uint32
 	var i Index
-	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Comment}
+	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Invalid, &i.Comment}
 	return in.each("indexes", indexesQuery, dest, func() error {
 		in.m.Indexes = append(in.m.Indexes, i)
 		in.newRelation(oid, i.ID())

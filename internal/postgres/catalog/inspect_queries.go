@@ -170,6 +170,7 @@ SELECT k.oid, CASE WHEN k.contype IN ('p', 'u', 'x') THEN k.conindid ELSE 0 END,
 	ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY u(attnum, i)
 		JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.i),
 	k.confrelid <> 0, COALESCE(rn.nspname, ''), COALESCE(rc.relname, ''),
+	k.contype IN ('p', 'u', 'x') AND NOT COALESCE(kx.indisvalid, true),
 	` + commentOn("pg_constraint", "k.oid", "0") + `
 FROM pg_constraint k
 JOIN pg_class c ON c.oid = k.conrelid
@@ -177,6 +178,7 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_class rc ON rc.oid = k.confrelid
 LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 LEFT JOIN pg_class ki ON ki.oid = k.conindid
+LEFT JOIN pg_index kx ON kx.indexrelid = k.conindid
 WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
 	AND k.contype IN ('p', 'u', 'c', 'f', 'x')
 	AND ` + notExtensionMember("pg_class", "c.oid")
@@ -184,7 +186,7 @@ WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
 // Indexes that a constraint owns are the constraint's; index partitions
 // attached to a parent index are created by the parent.
 var indexesQuery = `
-SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid),
+SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid), NOT i.indisvalid,
 	` + commentOn("pg_class", "i.indexrelid", "0") + `
 FROM pg_index i
 JOIN pg_class ic ON ic.oid = i.indexrelid

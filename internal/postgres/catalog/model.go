@@ -215,7 +215,10 @@ type Constraint struct {
 	Columns []string
 	// RefTable is the referenced table of a foreign key.
 	RefTable *ObjectName
-	Comment  string
+	// Invalid: the index of a key or exclusion constraint is not valid
+	// (pg_index.indisvalid), which only a failed or unfinished build leaves.
+	Invalid bool
+	Comment string
 }
 
 // Index is an index that does not implement a constraint (those belong to
@@ -226,7 +229,11 @@ type Index struct {
 	Table      string // the table or materialized view it is on
 	Name       string
 	Definition string // pg_get_indexdef, e.g. "CREATE UNIQUE INDEX i ON public.t USING btree (a) WHERE (b > 0)"
-	Comment    string
+	// Invalid: pg_index.indisvalid is false, as a failed CREATE INDEX
+	// CONCURRENTLY leaves an index. Queries do not use it and a unique one
+	// enforces nothing; a declared index is never invalid.
+	Invalid bool
+	Comment string
 }
 
 // View is a view or a materialized view.
