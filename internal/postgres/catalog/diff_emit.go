@@ -154,7 +154,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
 		}
-		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), addColumnHazards(o)...))
+		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), d.addColumnHazards(o)...))
 		d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(o.Name), "", o.Comment)
 	case Constraint:
 		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
@@ -283,7 +283,7 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 	case Sequence:
 		n := dv.(Sequence)
 		if opts := changedSequenceOptions(l.Options, n.Options); opts != "" {
-			d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" "+opts))
+			d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" "+opts, boundsHazards(l.Options, n.Options, l.LastValue)...))
 		}
 		d.comment(k, "SEQUENCE "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		d.emitOwner(n, l.OwnedBy)
@@ -542,7 +542,8 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	}
 	if n.Identity != "" && l.Identity != "" && l.IdentityOptions != nil && n.IdentityOptions != nil {
 		if opts := changedSequenceOptions(*l.IdentityOptions, *n.IdentityOptions); opts != "" {
-			d.add(k, stmt(alterColumn(id)+" "+identitySetOptions(*l.IdentityOptions, *n.IdentityOptions)))
+			d.add(k, stmt(alterColumn(id)+" "+identitySetOptions(*l.IdentityOptions, *n.IdentityOptions),
+				boundsHazards(*l.IdentityOptions, *n.IdentityOptions, l.IdentityLastValue)...))
 		}
 	}
 	d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(id.Sub), l.Comment, n.Comment)
@@ -576,11 +577,35 @@ func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	}
 	switch {
 	case binaryCoercible(l.Type, n.Type):
+		// Indexes survive a binary-coercible change, except where it changes
+		// their collation (the order they are built in): those are rebuilt.
+		if l.Collation != n.Collation && d.indexed(id) {
+			return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
+		}
 		return nil
 	case widening(l.Type, n.Type):
 		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	}
 	return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
+}
+
+// indexed says whether an index, or a key or exclusion constraint's index,
+// covers the live column col.
+func (d *differ) indexed(col ID) bool {
+	for _, dep := range d.live.deps {
+		if dep.RefObject != col {
+			continue
+		}
+		switch o := d.live.byID[dep.Object].(type) {
+		case Index:
+			return true
+		case Constraint:
+			if o.Type == PrimaryKey || o.Type == Unique || o.Type == Exclusion {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *differ) replacedTypeOf(col ID) (ID, bool) {
@@ -667,8 +692,12 @@ func widening(from, to string) bool {
 	return false
 }
 
-func addColumnHazards(c Column) []postgres.Hazard {
+func (d *differ) addColumnHazards(c Column) []postgres.Hazard {
 	switch {
+	case d.constrainedDomain(c.Type):
+		// PostgreSQL checks the domain's constraints against every row's
+		// new value (the default, or NULL), rewriting the table to do so.
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
 	case c.Generated || c.Identity != "":
 		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	case c.Default != "" && volatileDefault(c.Default):
@@ -677,6 +706,32 @@ func addColumnHazards(c Column) []postgres.Hazard {
 		return []postgres.Hazard{postgres.HazardMayFail}
 	}
 	return nil
+}
+
+// constrainedDomain says whether typ is a desired domain with a NOT NULL or
+// CHECK constraint, its own or its base domain's.
+func (d *differ) constrainedDomain(typ string) bool {
+	for range d.desired.m.Domains { // a chain of domains is no longer than their number
+		dom, ok := d.desiredDomain(typ)
+		if !ok {
+			return false
+		}
+		if dom.NotNull || len(dom.Constraints) > 0 {
+			return true
+		}
+		typ = dom.BaseType
+	}
+	return false
+}
+
+// desiredDomain is the desired domain whose name format_type prints as typ.
+func (d *differ) desiredDomain(typ string) (Domain, bool) {
+	for _, dom := range d.desired.m.Domains {
+		if typ == qname(dom.Schema, dom.Name) || typ == dom.Schema+"."+dom.Name {
+			return dom, true
+		}
+	}
+	return Domain{}, false
 }
 
 // volatileDefault is a conservative guess from the text: a default that
@@ -758,6 +813,25 @@ func identitySetOptions(l, n SequenceOptions) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// boundsHazards: PostgreSQL refuses new bounds (MINVALUE, MAXVALUE, or
+// those of a new AS type) that leave out the sequence's current value. When
+// that value is known (last, the last value handed out) the check is exact;
+// when it is not (none handed out yet, or not readable), narrower bounds
+// may leave it out.
+func boundsHazards(l, n SequenceOptions, last *int64) []postgres.Hazard {
+	mayFail := []postgres.Hazard{postgres.HazardMayFail}
+	if last != nil {
+		if *last < n.Min || *last > n.Max {
+			return mayFail
+		}
+		return nil
+	}
+	if n.Min > l.Min || n.Max < l.Max {
+		return mayFail
+	}
+	return nil
 }
 
 // defaultSequenceOptions are what CREATE SEQUENCE gives a sequence of typ

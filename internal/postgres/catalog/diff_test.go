@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -275,5 +276,69 @@ func TestIdentitySetOptions(t *testing.T) {
 		if got := identitySetOptions(tt.l, tt.n); got != tt.want {
 			t.Errorf("identitySetOptions(%+v, %+v) = %q, want %q", tt.l, tt.n, got, tt.want)
 		}
+	}
+}
+
+// A sequence's bounds that leave out the value it last handed out fail;
+// with no value known, only narrower bounds may.
+func TestDiffSequenceBoundsHazards(t *testing.T) {
+	t.Parallel()
+	v := func(n int64) *int64 { return &n }
+	opts := func(typ string, max int64) SequenceOptions {
+		o := defaultSequenceOptions(typ)
+		o.Max = max
+		return o
+	}
+	seq := func(o SequenceOptions, last *int64) Model {
+		return Model{Schemas: pub(), Sequences: []Sequence{{Schema: "public", Name: "s", Options: o, LastValue: last}}}
+	}
+	ident := func(o SequenceOptions, last *int64) Model {
+		c := Column{Name: "id", Type: "bigint", NotNull: true, Identity: "a", IdentityOptions: &o, IdentityLastValue: last}
+		return Model{Schemas: pub(), Tables: []Table{tbl("t", c)}}
+	}
+	wide, narrow := opts("bigint", 100000), opts("bigint", 1000)
+	for _, tt := range []struct {
+		name          string
+		live, desired Model
+		mayFail       bool
+	}{
+		{"max below the last value", seq(wide, v(5000)), seq(narrow, nil), true},
+		{"max above the last value", seq(wide, v(500)), seq(narrow, nil), false},
+		{"type below the last value", seq(defaultSequenceOptions("bigint"), v(40000)), seq(defaultSequenceOptions("smallint"), nil), true},
+		{"narrower, value unknown", seq(wide, nil), seq(narrow, nil), true},
+		{"wider, value unknown", seq(narrow, nil), seq(wide, nil), false},
+		{"identity max below the last value", ident(wide, v(5000)), ident(narrow, nil), true},
+		{"identity max above the last value", ident(wide, v(10)), ident(narrow, nil), false},
+	} {
+		got, err := Diff(&tt.live, &tt.desired)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: Diff = %v, %v; want one statement", tt.name, sqls(got), err)
+		}
+		if mayFail := reflect.DeepEqual(got[0].Hazards, []postgres.Hazard{postgres.HazardMayFail}); mayFail != tt.mayFail {
+			t.Errorf("%s: %s has hazards %v; want may-fail: %v", tt.name, got[0].SQL, got[0].Hazards, tt.mayFail)
+		}
+	}
+}
+
+// A sequence's last value is data: two databases with the same schema
+// fingerprint the same (the model's JSON) whatever their sequences handed out.
+func TestModelJSONLeavesOutLastValues(t *testing.T) {
+	t.Parallel()
+	v := int64(42)
+	o := defaultSequenceOptions("integer")
+	used := Model{Sequences: []Sequence{{Schema: "public", Name: "s", Options: o, LastValue: &v}},
+		Tables: []Table{tbl("t", Column{Name: "id", Type: "integer", Identity: "a", IdentityOptions: &o, IdentityLastValue: &v})}}
+	fresh := Model{Sequences: []Sequence{{Schema: "public", Name: "s", Options: o}},
+		Tables: []Table{tbl("t", Column{Name: "id", Type: "integer", Identity: "a", IdentityOptions: &o})}}
+	a, err := json.Marshal(used)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Errorf("the JSON of a model differs with its sequences' last values:\n%s\n%s", a, b)
 	}
 }

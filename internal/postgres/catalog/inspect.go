@@ -250,7 +250,7 @@ func (in *inspector) readSequences() error {
 	var owner ColumnRef
 	o := &s.Options
 	dest := []any{&oid, &s.Schema, &s.Name, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
-		&owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
+		&s.LastValue, &owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
 	return in.each("sequences", sequencesQuery, dest, func() error {
 		s.OwnedBy = nil
 		if owned {
@@ -310,7 +310,8 @@ func (in *inspector) readColumns() error {
 	var hasIdentitySeq bool
 	var o SequenceOptions
 	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &c.Default, &c.Generated,
-		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle, &c.Comment}
+		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
+		&c.IdentityLastValue, &c.Comment}
 	return in.each("columns", columnsQuery, dest, func() error {
 		r := in.rels[relid]
 		if r == nil {

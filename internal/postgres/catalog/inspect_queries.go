@@ -38,6 +38,14 @@ const sequenceOptions = `COALESCE(format_type(s.seqtypid, NULL), ''), COALESCE(s
 	COALESCE(s.seqincrement, 0), COALESCE(s.seqmin, 0), COALESCE(s.seqmax, 0),
 	COALESCE(s.seqcache, 0), COALESCE(s.seqcycle, false)`
 
+// lastValue is the last value the sequence with oid seq handed out, NULL
+// when it has handed out none yet or the role may not read it (as
+// pg_sequences.last_value).
+func lastValue(seq string) string {
+	return `CASE WHEN ` + seq + ` IS NOT NULL AND has_sequence_privilege(` + seq + `, 'SELECT,USAGE')
+		THEN pg_sequence_last_value(` + seq + `) END`
+}
+
 var schemasQuery = `
 SELECT n.oid, n.nspname, ` + commentOn("pg_namespace", "n.oid", "0") + `
 FROM pg_namespace n
@@ -91,7 +99,7 @@ WHERE n.nspname = ANY($1) AND t.typtype = 'c' AND c.relkind = 'c'
 // Identity sequences are left out: they are part of their column. OWNED BY
 // is the auto ('a') dependency of a serial's sequence on its column.
 var sequencesQuery = `
-SELECT c.oid, n.nspname, c.relname, ` + sequenceOptions + `,
+SELECT c.oid, n.nspname, c.relname, ` + sequenceOptions + `, ` + lastValue("c.oid") + `,
 	o.attrelid IS NOT NULL, COALESCE(on_.nspname, ''), COALESCE(oc.relname, ''), COALESCE(o.attname, ''),
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
@@ -138,7 +146,7 @@ var columnsQuery = `
 SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.atttypid, a.atttypmod),
 	` + collationName("a.attcollation", "t.typcollation") + `,
 	a.attnotnull, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated = 's',
-	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `,
+	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `, ` + lastValue("s.seqrelid") + `,
 	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid

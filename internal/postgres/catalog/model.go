@@ -7,6 +7,10 @@ package catalog
 // two models are compared field by field, never by parsing SQL.
 //
 // Identifiers in the model are raw (unquoted) names; the diff quotes them.
+//
+// A few fields are data, not schema (a sequence's last value): they inform
+// hazards, are never compared, and are left out of the model's JSON, which
+// fingerprints the schema.
 
 // Kind names a kind of database object ptah manages.
 type Kind string
@@ -135,6 +139,9 @@ type Sequence struct {
 	Options SequenceOptions
 	OwnedBy *ColumnRef // OWNED BY, nil when none
 	Comment string
+	// LastValue is the value the sequence last handed out; nil when it has
+	// handed out none yet, or it cannot be read (see lastValue).
+	LastValue *int64 `json:"-"`
 }
 
 // SequenceOptions are the parameters of a sequence, as pg_sequence stores them.
@@ -186,6 +193,8 @@ type Column struct {
 	Identity        string           // "" , "a" (ALWAYS) or "d" (BY DEFAULT)
 	IdentityOptions *SequenceOptions // the identity sequence's parameters, when Identity != ""
 	Comment         string
+	// IdentityLastValue is the identity sequence's LastValue.
+	IdentityLastValue *int64 `json:"-"`
 }
 
 // ConstraintType is pg_constraint.contype.
