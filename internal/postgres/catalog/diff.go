@@ -21,6 +21,13 @@ import (
 // existing enums (ALTER TYPE ... ADD VALUE) stand outside the graph, at the
 // start of the plan (see alterEnum).
 func Diff(live, desired *Model) ([]postgres.Statement, error) {
+	stmts, _, err := diff(live, desired)
+	return stmts, err
+}
+
+// diff is Diff, also returning the casts its column conversions rely on,
+// which only a server can check (checkCasts).
+func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
@@ -28,11 +35,11 @@ func Diff(live, desired *Model) ([]postgres.Statement, error) {
 	d.connect()
 	sorted, err := d.sort()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Labels added to existing enums lead the plan (see alterEnum for why
 	// that is safe, and LabelPhase for why it is wanted).
-	return append(d.labels, sorted...), nil
+	return append(d.labels, sorted...), d.casts, nil
 }
 
 type nodeKey struct {
@@ -126,6 +133,8 @@ type differ struct {
 	extra [][2]nodeKey // orderings emit knows of, applied by connect
 	// labels: ALTER TYPE ... ADD VALUE statements, which go first (alterEnum).
 	labels []postgres.Statement
+	// casts: the column conversions made with USING col::type.
+	casts []cast
 }
 
 func newDiffer(live, desired *Model) *differ {

@@ -519,6 +519,9 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 			oldDefault = ""
 		}
 		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, n), d.conversionHazards(id, l, n)...))
+		if _, viaText := d.replacedTypeOf(id); !viaText && l.Type != n.Type {
+			d.casts = append(d.casts, cast{column: id, from: l.Type, to: n.Type})
+		}
 	}
 	if oldDefault != n.Default && !n.Generated {
 		if n.Default == "" {
