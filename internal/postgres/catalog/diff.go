@@ -31,6 +31,9 @@ func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
+	if err := d.checkOutside(); err != nil {
+		return nil, nil, err
+	}
 	d.emit()
 	d.connect()
 	sorted, err := d.sort()
@@ -366,6 +369,43 @@ func (d *differ) affects(x, y ID) bool {
 		return mark(d.dropped, x)
 	}
 	return false
+}
+
+// checkOutside refuses a plan that drops or changes what an object outside
+// the managed schemas depends on: PostgreSQL would refuse the statement, and
+// ptah does not touch objects outside its scope to make way.
+func (d *differ) checkOutside() error {
+	var refused []string
+	for _, o := range d.live.m.Outside {
+		y := o.RefObject
+		var what string
+		_, kept := d.desired.byID[y]
+		switch {
+		case d.dropped[y] && kept:
+			what = "which the plan drops and creates again"
+		case d.dropped[y]:
+			what = "which the plan drops"
+		case d.replaced[y]:
+			what = "which the plan replaces with a new type"
+		case d.converted[y] && !strings.HasPrefix(o.Object, "constraint "):
+			// (PostgreSQL carries a foreign key across the change itself.)
+			what = "whose type the plan changes"
+		default:
+			continue
+		}
+		refused = append(refused, o.Object+" depends on "+describe(y)+", "+what)
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	sort.Strings(refused)
+	return &UnsupportedError{
+		Where:   "plan",
+		Objects: refused,
+		Reason: "objects outside the managed schemas depend on objects this plan drops or changes, and PostgreSQL would refuse to; " +
+			"ptah does not touch objects outside spec.schemas. Drop or change these dependents first (and recreate them after), " +
+			"or add their schemas to spec.schemas so that ptah plans them too; then plan again",
+	}
 }
 
 func (d *differ) columnIsOfType(col, typ ID) bool {

@@ -234,7 +234,7 @@ WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgparentid = 0
 // rewrite rule, a column default, an array type, ...), and drops the rest.
 const depsQuery = `
 SELECT DISTINCT d.classid::regclass::text, d.objid, d.objsubid,
-	d.refclassid::regclass::text, d.refobjid, d.refobjsubid
+	d.refclassid::regclass::text, d.refobjid, d.refobjsubid, d.deptype = 'n'
 FROM pg_depend d
 WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
 	AND (d.refobjid >= 16384 OR d.refclassid = 'pg_namespace'::regclass)`
@@ -333,3 +333,23 @@ UNION ALL
 SELECT format('event trigger "%s"', o.evtname)
 FROM pg_event_trigger o
 WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
+
+// outsideQuery describes the objects ($1 catalogs, $2 oids, $3 sub-ids)
+// that depend on the model without being part of it, and names the schema
+// each lives in: its own, or its relation's for a rule, default or trigger
+// ('' for an object in no schema). A view's rule is described as the view.
+const outsideQuery = `
+SELECT u.i,
+	CASE WHEN u.cat = 'pg_rewrite'::regclass
+		THEN (SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r WHERE r.oid = u.objid)
+		ELSE pg_describe_object(u.cat, u.objid, u.objsubid) END,
+	COALESCE((pg_identify_object(u.cat, u.objid, u.objsubid)).schema,
+		(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.oid = CASE u.cat
+			WHEN 'pg_rewrite'::regclass THEN (SELECT r.ev_class FROM pg_rewrite r WHERE r.oid = u.objid)
+			WHEN 'pg_attrdef'::regclass THEN (SELECT a.adrelid FROM pg_attrdef a WHERE a.oid = u.objid)
+			WHEN 'pg_trigger'::regclass THEN (SELECT g.tgrelid FROM pg_trigger g WHERE g.oid = u.objid)
+			WHEN 'pg_policy'::regclass THEN (SELECT p.polrelid FROM pg_policy p WHERE p.oid = u.objid)
+			END), '')
+FROM (SELECT c::regclass AS cat, o AS objid, s AS objsubid, i
+	FROM unnest($1::text[], $2::oid[], $3::int[]) WITH ORDINALITY AS x(c, o, s, i)) u`

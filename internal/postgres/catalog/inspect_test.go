@@ -190,6 +190,20 @@ func TestInspect(t *testing.T) {
 				equal(t, "identity n", last(tb.Columns[1].IdentityLastValue), int64(2))
 				equal(t, "plain", last(tb.Columns[2].IdentityLastValue), nil)
 			}},
+		{name: "objects outside the managed schemas that depend on the model", ddl: `
+			CREATE TABLE t (id int PRIMARY KEY, c int GENERATED ALWAYS AS IDENTITY);
+			CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';
+			CREATE SCHEMA other;
+			CREATE VIEW other.v AS SELECT c FROM public.t;
+			CREATE TABLE other.r (t_id int REFERENCES public.t, n int DEFAULT public.f());`,
+			check: func(t *testing.T, m *Model) {
+				equal(t, "outside", m.Outside, []OutsideDep{
+					{Object: "constraint r_t_id_fkey on table other.r", RefObject: ColumnID("public", "t", "id")},
+					{Object: "constraint r_t_id_fkey on table other.r", RefObject: conID("t", "t_pkey")},
+					{Object: "default value for column n of table other.r", RefObject: ID{Kind: KindFunction, Schema: "public", Name: "f"}},
+					{Object: "view other.v", RefObject: ColumnID("public", "t", "c")},
+				})
+			}},
 		{name: "constraints", ddl: `
 			CREATE TABLE parent (id int PRIMARY KEY, code text NOT NULL, CONSTRAINT code_uq UNIQUE (code));
 			CREATE TABLE child (

@@ -66,6 +66,17 @@ type Model struct {
 	// that implements a constraint is the constraint. Dependencies on
 	// objects outside the model (pg_catalog, other schemas) are dropped.
 	Deps []Dep
+	// Outside are the objects outside the managed schemas that depend on
+	// an object of the model: ptah cannot drop or change such an object,
+	// since PostgreSQL would refuse to (see Diff).
+	Outside []OutsideDep
+}
+
+// OutsideDep says Object, which is outside the managed schemas (as
+// PostgreSQL describes it, e.g. "view other.v"), depends on RefObject.
+type OutsideDep struct {
+	Object    string
+	RefObject ID
 }
 
 // Dep says Object depends on RefObject: RefObject must exist before Object is
