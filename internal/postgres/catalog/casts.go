@@ -12,8 +12,16 @@ import (
 
 // cast is a column type change the plan makes with USING col::to.
 type cast struct {
-	column   ID
-	from, to string // format_type of the old and new types
+	column    ID
+	attribute string // the attribute converted, when the column is of a composite type
+	from, to  string // format_type of the old and new types
+}
+
+func (c cast) what() string {
+	if c.attribute != "" {
+		return describe(c.column) + " (attribute " + ident(c.attribute) + ")"
+	}
+	return describe(c.column)
 }
 
 // checkCasts asks the server, in the dev database (where the declared types
@@ -32,10 +40,10 @@ func checkCasts(ctx context.Context, dev *pgx.Conn, casts []cast) error {
 		switch {
 		case err == nil:
 		case errors.As(err, &pgErr) && pgErr.Code == "42846": // cannot_coerce
-			refused = append(refused, fmt.Sprintf("%s: %s to %s", describe(c.column), c.from, c.to))
+			refused = append(refused, fmt.Sprintf("%s: %s to %s", c.what(), c.from, c.to))
 		case errors.As(err, &pgErr) && pgErr.Code == "42704": // undefined_object: the old type
 		default:
-			return fmt.Errorf("checking the conversion of %s from %s to %s: %w", describe(c.column), c.from, c.to, err)
+			return fmt.Errorf("checking the conversion of %s from %s to %s: %w", c.what(), c.from, c.to, err)
 		}
 	}
 	if len(refused) == 0 {

@@ -34,7 +34,20 @@ func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
 	if err := d.checkOutside(); err != nil {
 		return nil, nil, err
 	}
+	if err := d.checkTypesInUse(); err != nil {
+		return nil, nil, err
+	}
 	d.emit()
+	if len(d.refused) > 0 {
+		sort.Strings(d.refused)
+		return nil, nil, &UnsupportedError{
+			Where:   "plan",
+			Objects: d.refused,
+			Reason: "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of " +
+				"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names " +
+				"(append new attributes, change types in place), or convert the column with a migration; then plan again",
+		}
+	}
 	d.connect()
 	sorted, err := d.sort()
 	if err != nil {
@@ -138,6 +151,8 @@ type differ struct {
 	labels []postgres.Statement
 	// casts: the column conversions made with USING col::type.
 	casts []cast
+	// refused: conversions the plan cannot make (see convertValue).
+	refused []string
 }
 
 func newDiffer(live, desired *Model) *differ {
@@ -199,6 +214,10 @@ func (d *differ) classify() {
 		case Domain:
 			n := dv.(Domain)
 			if l.BaseType != n.BaseType || l.Collation != n.Collation {
+				d.replaced[id] = true
+			}
+		case Composite:
+			if d.compositeNeedsReplace(l, dv.(Composite)) {
 				d.replaced[id] = true
 			}
 		case Extension:
@@ -346,12 +365,19 @@ func (d *differ) affects(x, y ID) bool {
 		}
 		return mark(d.dropped, x)
 	case d.replaced[y]:
-		if x.Kind == KindColumn {
+		switch x.Kind {
+		case KindColumn:
 			if d.columnIsOfType(x, y) {
 				return mark(d.converted, x)
 			}
 			if !d.live.columns[x].Generated {
 				return mark(d.resetDefault, x)
+			}
+		case KindDomain, KindComposite:
+			// A type over (or holding) a replaced type is replaced too: its
+			// values, stored in columns, go through the same conversion.
+			if _, kept := d.desired.byID[x]; kept {
+				return mark(d.replaced, x)
 			}
 		}
 		return mark(d.dropped, x)
@@ -405,6 +431,34 @@ func (d *differ) checkOutside() error {
 		Reason: "objects outside the managed schemas depend on objects this plan drops or changes, and PostgreSQL would refuse to; " +
 			"ptah does not touch objects outside spec.schemas. Drop or change these dependents first (and recreate them after), " +
 			"or add their schemas to spec.schemas so that ptah plans them too; then plan again",
+	}
+}
+
+// checkTypesInUse refuses a plan that must drop and create again a type
+// (because something it depends on is dropped) while a column it keeps
+// stores that type: PostgreSQL would refuse the drop, and the plan has no
+// way to carry the column's values across.
+func (d *differ) checkTypesInUse() error {
+	var refused []string
+	for _, dep := range d.live.deps {
+		col, typ := dep.Object, dep.RefObject
+		if col.Kind != KindColumn || d.dropped[col] || !d.dropped[typ] || !d.columnIsOfType(col, typ) {
+			continue
+		}
+		if _, kept := d.desired.byID[typ]; kept {
+			refused = append(refused, describe(col)+" is of "+describe(typ)+", which the plan must drop and create again")
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	sort.Strings(refused)
+	return &UnsupportedError{
+		Where:   "plan",
+		Objects: refused,
+		Reason: "these types must be dropped and created again, since something they depend on is (a function their constraint " +
+			"calls, ...), and PostgreSQL cannot drop a type a column stores. Make the change in steps (first move the columns " +
+			"to another type, or change what the type depends on in a separate plan), or with a migration; then plan again",
 	}
 }
 
@@ -556,6 +610,8 @@ func (d *differ) connect() {
 		d.before(dropKey(x), dropKey(y))
 		d.before(dropKey(x), fwdKey(y))
 		d.before(dropKey(x), nodeKey{id: y, step: stepFinish})
+		// An old type goes before the old type it is over, or holds.
+		d.before(nodeKey{id: x, step: stepFinish}, nodeKey{id: y, step: stepFinish})
 		// An object altered away from y does so before y goes for good. (When
 		// y is created again, x was dropped or reset by propagate instead.)
 		// (A reset default already let go of what it used.)

@@ -415,6 +415,10 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 
 func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 	name := qname(n.Schema, n.Name)
+	if d.replaced[l.ID()] {
+		d.emitCreate(l.ID(), n)
+		return
+	}
 	// Only values stored in table columns can be lost or fail to convert.
 	var deletes, mayFail []postgres.Hazard
 	if d.storedInColumns(l.ID()) {
@@ -518,10 +522,7 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 			d.add(k, stmt(alterColumn(id)+" DROP DEFAULT"))
 			oldDefault = ""
 		}
-		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, n), d.conversionHazards(id, l, n)...))
-		if _, viaText := d.replacedTypeOf(id); !viaText && l.Type != n.Type {
-			d.casts = append(d.casts, cast{column: id, from: l.Type, to: n.Type})
-		}
+		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, l, n), d.conversionHazards(id, l, n)...))
 	}
 	if oldDefault != n.Default && !n.Generated {
 		if n.Default == "" {
@@ -552,18 +553,10 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(id.Sub), l.Comment, n.Comment)
 }
 
-// conversion is the USING expression that turns the old value into the new
-// type: a replaced enum or domain goes through text, since the old and new
-// types have no cast between them.
-func (d *differ) conversion(id ID, n Column) string {
-	col := ident(id.Sub)
-	if _, ok := d.replacedTypeOf(id); ok {
-		if strings.HasSuffix(n.Type, "[]") {
-			return col + "::text[]::" + n.Type
-		}
-		return col + "::text::" + n.Type
-	}
-	return col + "::" + n.Type
+// conversion is the USING expression that turns the column's old value
+// into the new type (see convertValue).
+func (d *differ) conversion(id ID, l, n Column) string {
+	return d.convertValue(ident(id.Sub), l.Type, n.Type, cast{column: id})
 }
 
 // conversionHazards: a binary-coercible change (a wider varchar or numeric,
@@ -573,6 +566,16 @@ func (d *differ) conversion(id ID, n Column) string {
 func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	if typ, ok := d.replacedTypeOf(id); ok {
 		hazards := []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		if typ.Kind == KindComposite {
+			deletes, mayFail := d.compositeLoses(typ)
+			if deletes {
+				hazards = append(hazards, postgres.HazardDeletesData)
+			}
+			if mayFail {
+				hazards = append(hazards, postgres.HazardMayFail)
+			}
+			return hazards
+		}
 		if d.replacementMayFail(typ) {
 			hazards = append(hazards, postgres.HazardMayFail)
 		}
