@@ -337,7 +337,7 @@ WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
 // outsideQuery describes the objects ($1 catalogs, $2 oids, $3 sub-ids)
 // that depend on the model without being part of it, and names the schema
 // each lives in: its own, or its relation's for a rule, default or trigger
-// ('' for an object in no schema). A view's rule is described as the view.
+// (empty for an object in no schema). A view's rule is described as the view.
 const outsideQuery = `
 SELECT u.i,
 	CASE WHEN u.cat = 'pg_rewrite'::regclass
