@@ -612,6 +612,10 @@ func (d *differ) connect() {
 		d.before(dropKey(x), nodeKey{id: y, step: stepFinish})
 		// An old type goes before the old type it is over, or holds.
 		d.before(nodeKey{id: x, step: stepFinish}, nodeKey{id: y, step: stepFinish})
+		// A partition's column changes with its parent's (diff_partition.go).
+		for _, a := range ancestorColumns(d.live, y) {
+			d.before(dropKey(x), fwdKey(a))
+		}
 		// An object altered away from y does so before y goes for good. (When
 		// y is created again, x was dropped or reset by propagate instead.)
 		// (A reset default already let go of what it used.)
@@ -626,6 +630,9 @@ func (d *differ) connect() {
 		x, y := dep.Object, dep.RefObject
 		d.before(fwdKey(y), fwdKey(x))
 		d.before(fwdKey(y), nodeKey{id: x, step: stepOwner})
+		for _, a := range ancestorColumns(d.desired, y) {
+			d.before(fwdKey(a), fwdKey(x))
+		}
 	}
 	for _, e := range d.extra {
 		d.before(e[0], e[1])

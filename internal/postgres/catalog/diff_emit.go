@@ -38,6 +38,11 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.alias[dropKey(id)] = dropKey(t)
 		return
 	}
+	if parent, ok := parentColumn(d.live, id); ok && d.dropped[parent] {
+		// The parent's DROP COLUMN drops it.
+		d.alias[dropKey(id)] = dropKey(parent)
+		return
+	}
 	if s, ok := obj.(Sequence); ok && s.OwnedBy != nil {
 		col := ColumnID(s.OwnedBy.Schema, s.OwnedBy.Table, s.OwnedBy.Column)
 		if d.dropped[col] {
@@ -143,7 +148,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.emitOwner(o, nil)
 	case Table:
 		d.created[id] = true
-		d.add(k, stmt(createTable(o), d.partitionHazards(o)...))
+		d.add(k, stmt(createTable(o, d.partitionColumnOptions(o)), d.partitionHazards(o)...))
 		d.comment(k, "TABLE "+qname(o.Schema, o.Name), "", o.Comment)
 		for _, c := range o.Columns {
 			col := ColumnID(o.Schema, o.Name, c.Name)
@@ -153,6 +158,10 @@ func (d *differ) emitCreate(id ID, obj any) {
 	case Column:
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
+		}
+		if _, ok := parentColumn(d.desired, id); ok {
+			d.alterPartitionColumn(id, nil, o) // the parent's ADD COLUMN adds it
+			return
 		}
 		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), d.addColumnHazards(o)...))
 		d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(o.Name), "", o.Comment)
@@ -509,6 +518,10 @@ func optionChanges(l, n []string) (set, reset string) {
 }
 
 func (d *differ) alterColumn(id ID, l, n Column) {
+	if _, ok := parentColumn(d.desired, id); ok {
+		d.alterPartitionColumn(id, &l, n)
+		return
+	}
 	k := fwdKey(id)
 	oldDefault := l.Default
 	if d.resetDefault[id] {
@@ -899,7 +912,9 @@ func sequenceOptionChanges(l, n SequenceOptions) []string {
 	return parts
 }
 
-func createTable(t Table) string {
+// createTable is CREATE TABLE t; for a partition, columns is the column
+// list of PARTITION OF (see partitionColumnOptions).
+func createTable(t Table, columns string) string {
 	var b strings.Builder
 	b.WriteString("CREATE ")
 	if t.Unlogged {
@@ -907,20 +922,7 @@ func createTable(t Table) string {
 	}
 	b.WriteString("TABLE " + qname(t.Schema, t.Name))
 	if t.PartitionOf != nil {
-		b.WriteString(" PARTITION OF " + qname(t.PartitionOf.Schema, t.PartitionOf.Name))
-		if len(t.Columns) > 0 {
-			cols := make([]string, len(t.Columns))
-			for i, c := range t.Columns {
-				cols[i] = ident(c.Name) + " WITH OPTIONS"
-				if c.Default != "" && !c.Generated {
-					cols[i] += " DEFAULT " + c.Default
-				}
-				if c.NotNull {
-					cols[i] += " NOT NULL"
-				}
-			}
-			b.WriteString(" (" + strings.Join(cols, ", ") + ")")
-		}
+		b.WriteString(" PARTITION OF " + qname(t.PartitionOf.Schema, t.PartitionOf.Name) + columns)
 		b.WriteString(" " + t.PartitionBound)
 	} else {
 		cols := make([]string, len(t.Columns))

@@ -97,9 +97,8 @@ func (in *inspector) idOf(catalog string, oid uint32, sub int32) (ID, bool) {
 }
 
 // columnID is the ID of column attnum of r (the relation itself when attnum
-// is 0). Only a table's own columns are objects: a view or composite type
-// stands for its columns, and a partition's inherited columns are its
-// parent's, so they map to the relation.
+// is 0). Only a table's columns are objects (a partition's too): a view or
+// composite type stands for its columns.
 func (in *inspector) columnID(r *relation, attnum int32) ID {
 	if name, ok := r.columns[int16(attnum)]; ok && attnum > 0 {
 		return ColumnID(r.id.Schema, r.id.Name, name)

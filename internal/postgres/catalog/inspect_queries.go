@@ -139,9 +139,11 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
 WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
 
-// The columns of tables, views and composite types, in attnum order. A
-// partition's inherited columns belong to its parent. An identity column's
-// options come from the sequence that is internally ('i') dependent on it.
+// The columns of tables, views and composite types, in attnum order; a
+// partition's too, though they are its parent's (PostgreSQL 15 marks none
+// of them local), for their defaults, NOT NULL and comments are its own. An
+// identity column's options come from the sequence that is internally ('i')
+// dependent on it.
 var columnsQuery = `
 SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.atttypid, a.atttypmod),
 	` + collationName("a.attcollation", "t.typcollation") + `,
@@ -159,7 +161,6 @@ LEFT JOIN pg_depend id ON a.attidentity <> '' AND id.refclassid = 'pg_class'::re
 LEFT JOIN pg_sequence s ON s.seqrelid = id.objid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'c')
 	AND a.attnum > 0 AND NOT a.attisdropped
-	AND (NOT c.relispartition OR a.attislocal)
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 ORDER BY a.attrelid, a.attnum`
 

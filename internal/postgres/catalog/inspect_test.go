@@ -272,8 +272,9 @@ func TestInspect(t *testing.T) {
 				p1 := find(t, m.Tables, tableID("p1"))
 				equal(t, "p1 of", p1.PartitionOf, &ObjectName{Schema: "public", Name: "p"})
 				equal(t, "p1 bound", p1.PartitionBound, "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')")
-				equal(t, "p1 columns", len(p1.Columns), 0)
-				equal(t, "p2 columns", len(find(t, m.Tables, tableID("p2")).Columns), 0)
+				// A partition lists its parent's columns, for what is its own on them.
+				equal(t, "p1 columns", p1.Columns, []Column{{Name: "id", Type: "integer", NotNull: true}, {Name: "d", Type: "date", NotNull: true}})
+				equal(t, "p2 columns", len(find(t, m.Tables, tableID("p2")).Columns), 2)
 				pd := find(t, m.Tables, tableID("pd"))
 				equal(t, "pd bound", pd.PartitionBound, "DEFAULT")
 				equal(t, "pd key", pd.PartitionKey, "LIST (id)")

@@ -179,7 +179,7 @@ type Table struct {
 	Schema         string
 	Name           string
 	Unlogged       bool
-	Columns        []Column // in attnum order; a partition lists only its local columns
+	Columns        []Column // in attnum order; a partition lists its parent's (see diff_partition.go)
 	PartitionKey   string   // pg_get_partkeydef, "" when not partitioned, e.g. "RANGE (created_at)"
 	PartitionOf    *ObjectName
 	PartitionBound string   // pg_get_expr(relpartbound), e.g. "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')" or "DEFAULT"
