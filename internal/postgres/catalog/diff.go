@@ -153,13 +153,19 @@ type differ struct {
 	casts []cast
 	// refused: conversions the plan cannot make (see convertValue).
 	refused []string
+	// renamed: desired partition indexes and keys made from a live one
+	// under another name (pairPartitionRenames), to the live one's ID.
+	renamed     map[ID]ID
+	renamedAway map[ID]bool // the live IDs of renamed
+	// children: the desired partition indexes and keys attached to each.
+	children map[ID][]ID
 }
 
 func newDiffer(live, desired *Model) *differ {
 	return &differ{
 		live: indexModel(live), desired: indexModel(desired),
 		dropped: map[ID]bool{}, replaced: map[ID]bool{}, converted: map[ID]bool{},
-		resetDefault: map[ID]bool{}, created: map[ID]bool{},
+		resetDefault: map[ID]bool{}, created: map[ID]bool{}, renamed: map[ID]ID{}, renamedAway: map[ID]bool{},
 		nodes: map[nodeKey]*node{}, alias: map[nodeKey]nodeKey{}, edges: map[nodeKey]map[nodeKey]bool{},
 	}
 }
@@ -167,10 +173,13 @@ func newDiffer(live, desired *Model) *differ {
 // classify decides, object by object, what must be dropped outright: what
 // the desired state lacks, and what cannot be altered into its desired form.
 func (d *differ) classify() {
+	d.pairPartitionRenames()
 	for id, lv := range d.live.byID {
 		dv, ok := d.desired.byID[id]
 		if !ok {
-			d.dropped[id] = true
+			if !d.isRenamedAway(id) {
+				d.dropped[id] = true
+			}
 			continue
 		}
 		switch l := lv.(type) {
@@ -188,10 +197,17 @@ func (d *differ) classify() {
 			c := dv.(Constraint)
 			if !canAlterConstraint(l, c) || l.Invalid {
 				d.dropped[id] = true
+				// An attached key cannot be dropped alone: its parent goes too.
+				if p, ok := constraintParent(d.live, l); ok {
+					d.dropped[p] = true
+				}
 			}
 		case Index:
-			// An invalid index is built again, under the same definition.
-			if l.Definition != dv.(Index).Definition || l.Invalid {
+			n := dv.(Index)
+			if l.Parent != nil || n.Parent != nil {
+				d.classifyPartitionIndex(id, l, n)
+			} else if l.Definition != n.Definition || l.Invalid {
+				// An invalid index is built again, under the same definition.
 				d.dropped[id] = true
 			}
 		case View:
@@ -341,6 +357,9 @@ func (d *differ) propagate() {
 			if d.affects(x, y) {
 				changed = true
 			}
+		}
+		if d.followParents() {
+			changed = true
 		}
 	}
 }
@@ -637,6 +656,7 @@ func (d *differ) connect() {
 	for _, e := range d.extra {
 		d.before(e[0], e[1])
 	}
+	d.connectPartitions()
 	for k := range d.nodes {
 		id := k.id
 		d.before(dropKey(id), fwdKey(id))

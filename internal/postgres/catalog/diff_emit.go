@@ -38,6 +38,9 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.alias[dropKey(id)] = dropKey(t)
 		return
 	}
+	if d.dropWithParent(id) {
+		return
+	}
 	if parent, ok := parentColumn(d.live, id); ok && d.dropped[parent] {
 		// The parent's DROP COLUMN drops it.
 		d.alias[dropKey(id)] = dropKey(parent)
@@ -166,10 +169,18 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), d.addColumnHazards(o)...))
 		d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(o.Name), "", o.Comment)
 	case Constraint:
+		if d.emitPartitionKey(id, o) {
+			return
+		}
 		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
 		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	case Index:
-		d.add(k, stmt(strings.Replace(o.Definition, " ON ONLY ", " ON ", 1), d.indexHazards(id, o)...))
+		if d.emitPartitionIndex(id, o) {
+			return
+		}
+		// A partitioned table's index is created ON ONLY it, as printed:
+		// each partition's is created and attached on its own.
+		d.add(k, stmt(o.Definition, d.indexHazards(id, o)...))
 		d.comment(k, "INDEX "+qname(o.Schema, o.Name), "", o.Comment)
 	case View:
 		d.add(k, stmt(createView(o)))
@@ -210,6 +221,9 @@ func (d *differ) indexHazards(id ID, ix Index) []postgres.Hazard {
 	}
 	if _, existed := d.live.byID[owner]; !ok || !existed || d.dropped[owner] {
 		return nil
+	}
+	if t, _ := d.desired.byID[owner].(Table); t.PartitionKey != "" {
+		return nil // a partitioned table holds no rows
 	}
 	hazards := []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
 	if strings.HasPrefix(ix.Definition, "CREATE UNIQUE ") {
@@ -302,11 +316,19 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.alterColumn(id, l, dv.(Column))
 	case Constraint:
 		n := dv.(Constraint)
+		if n.Parent != "" {
+			d.alterPartitionKey(id, l, n)
+			return
+		}
 		if l.Deferrable != n.Deferrable || l.Deferred != n.Deferred {
 			d.add(k, stmt(alterTable(n.Schema, n.Table)+" ALTER CONSTRAINT "+ident(n.Name)+" "+deferrability(n)))
 		}
 		d.comment(k, "CONSTRAINT "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
 	case Index:
+		if n := dv.(Index); l.Parent != nil || n.Parent != nil {
+			d.alterPartitionIndex(id, l, n)
+			return
+		}
 		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
 	case View:
 		n := dv.(View)

@@ -342,3 +342,36 @@ func TestModelJSONLeavesOutLastValues(t *testing.T) {
 		t.Errorf("the JSON of a model differs with its sequences' last values:\n%s\n%s", a, b)
 	}
 }
+
+// autoName is PostgreSQL's choice of name for the copy of a partitioned
+// index it makes on a new partition (checked against PostgreSQL 15).
+func TestAutoName(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("t", 58) + "_part"
+	longCol := strings.Repeat("a", 61)
+	for _, tt := range []struct {
+		table   string
+		columns []string
+		label   string
+		taken   []string
+		want    string
+	}{
+		{"q_part", []string{"kind"}, "idx", nil, "q_part_kind_idx"},
+		{"q_part", []string{"kind"}, "idx", []string{"q_part_kind_idx"}, "q_part_kind_idx1"},
+		{"q_part", []string{"lower", "upper"}, "idx", nil, "q_part_lower_upper_idx"},
+		{"q_part", nil, "pkey", nil, "q_part_pkey"},
+		{"q_part", []string{"id", "at"}, "key", nil, "q_part_id_at_key"},
+		{long, []string{"expr", "expr1"}, "idx", nil, strings.Repeat("t", 48) + "_expr_expr1_idx"},
+		{long, []string{"kind", "b"}, "idx", nil, strings.Repeat("t", 52) + "_kind_b_idx"},
+		{long, []string{longCol, "kind"}, "idx", nil, strings.Repeat("t", 29) + "_" + strings.Repeat("a", 29) + "_idx"},
+		{"q_part", []string{longCol, "kind"}, "idx", nil, "q_part_" + strings.Repeat("a", 52) + "_idx"},
+	} {
+		taken := map[string]bool{}
+		for _, n := range tt.taken {
+			taken[n] = true
+		}
+		if got := autoName(tt.table, tt.columns, tt.label, taken); got != tt.want {
+			t.Errorf("autoName(%s, %v, %s) = %s, want %s", tt.table, tt.columns, tt.label, got, tt.want)
+		}
+	}
+}

@@ -353,7 +353,7 @@ func (in *inspector) readConstraints() error {
 	var hasRef bool
 	var ref ObjectName
 	dest := []any{&oid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
-		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Comment}
+		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Parent, &c.Comment}
 	return in.each("constraints", constraintsQuery, dest, func() error {
 		c.Type = ConstraintType(contype)
 		c.RefTable = nil
@@ -375,8 +375,16 @@ func (in *inspector) readConstraints() error {
 func (in *inspector) readIndexes() error {
 	var oid uint32
 	var i Index
-	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Invalid, &i.Comment}
+	var attached bool
+	var parent ObjectName
+	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Invalid, &attached, &parent.Schema, &parent.Name,
+		&i.Columns, &i.Comment}
 	return in.each("indexes", indexesQuery, dest, func() error {
+		i.Parent = nil
+		if attached {
+			p := parent
+			i.Parent = &p
+		}
 		in.m.Indexes = append(in.m.Indexes, i)
 		in.newRelation(oid, i.ID())
 		return nil

@@ -165,7 +165,8 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'c')
 ORDER BY a.attrelid, a.attnum`
 
 // Table constraints declared on the table itself: copies inherited by
-// partitions are not local. Constraint triggers ('t') are triggers in the
+// partitions are not local, except a partition's keys, which are attached
+// to the parent's and named on their own. Constraint triggers ('t') are triggers in the
 // model, and NOT NULL is a column property. The second column is the index
 // a key or exclusion constraint owns (a foreign key's conindid is the
 // referenced key's index instead).
@@ -180,6 +181,7 @@ SELECT k.oid, CASE WHEN k.contype IN ('p', 'u', 'x') THEN k.conindid ELSE 0 END,
 		JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.i),
 	k.confrelid <> 0, COALESCE(rn.nspname, ''), COALESCE(rc.relname, ''),
 	k.contype IN ('p', 'u', 'x') AND NOT COALESCE(kx.indisvalid, true),
+	COALESCE(pk.conname, ''),
 	` + commentOn("pg_constraint", "k.oid", "0") + `
 FROM pg_constraint k
 JOIN pg_class c ON c.oid = k.conrelid
@@ -188,26 +190,31 @@ LEFT JOIN pg_class rc ON rc.oid = k.confrelid
 LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 LEFT JOIN pg_class ki ON ki.oid = k.conindid
 LEFT JOIN pg_index kx ON kx.indexrelid = k.conindid
-WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
+LEFT JOIN pg_constraint pk ON pk.oid = k.conparentid AND k.contype IN ('p', 'u', 'x')
+WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND (k.conislocal OR pk.oid IS NOT NULL)
 	AND k.contype IN ('p', 'u', 'c', 'f', 'x')
 	AND ` + notExtensionMember("pg_class", "c.oid")
 
-// Indexes that a constraint owns are the constraint's; index partitions
-// attached to a parent index are created by the parent.
+// Indexes that a constraint owns are the constraint's. An index partition
+// names the index it is attached to.
 var indexesQuery = `
 SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid), NOT i.indisvalid,
+	pi.oid IS NOT NULL, COALESCE(pin.nspname, ''), COALESCE(pi.relname, ''),
+	ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attnum > 0 ORDER BY a.attnum),
 	` + commentOn("pg_class", "i.indexrelid", "0") + `
 FROM pg_index i
 JOIN pg_class ic ON ic.oid = i.indexrelid
 JOIN pg_class c ON c.oid = i.indrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_inherits h ON h.inhrelid = i.indexrelid
+LEFT JOIN pg_class pi ON pi.oid = h.inhparent
+LEFT JOIN pg_namespace pin ON pin.oid = pi.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm')
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 	AND ` + notExtensionMember("pg_class", "i.indexrelid") + `
 	AND NOT EXISTS (SELECT FROM pg_depend d
 		WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid
-			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')
-	AND NOT EXISTS (SELECT FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)`
+			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')`
 
 var functionsQuery = `
 SELECT p.oid, n.nspname, p.proname, p.prokind = 'p', pg_get_function_identity_arguments(p.oid),

@@ -249,12 +249,15 @@ func TestInspect(t *testing.T) {
 			CREATE INDEX p1_local ON p1 (d);`,
 			check: func(t *testing.T, m *Model) {
 				equal(t, "indexes", m.Indexes, []Index{
-					{Schema: "public", Table: "mv", Name: "mv_a", Definition: "CREATE INDEX mv_a ON public.mv USING btree (a)"},
-					{Schema: "public", Table: "p1", Name: "p1_local", Definition: "CREATE INDEX p1_local ON public.p1 USING btree (d)"},
-					{Schema: "public", Table: "p", Name: "p_a", Definition: "CREATE INDEX p_a ON ONLY public.p USING btree (a)"},
+					{Schema: "public", Table: "mv", Name: "mv_a", Definition: "CREATE INDEX mv_a ON public.mv USING btree (a)", Columns: []string{"a"}},
+					// A partition's index attached to its parent's is listed, with its parent.
+					{Schema: "public", Table: "p1", Name: "p1_a_idx", Definition: "CREATE INDEX p1_a_idx ON public.p1 USING btree (a)",
+						Parent: &ObjectName{Schema: "public", Name: "p_a"}, Columns: []string{"a"}},
+					{Schema: "public", Table: "p1", Name: "p1_local", Definition: "CREATE INDEX p1_local ON public.p1 USING btree (d)", Columns: []string{"d"}},
+					{Schema: "public", Table: "p", Name: "p_a", Definition: "CREATE INDEX p_a ON ONLY public.p USING btree (a)", Columns: []string{"a"}},
 					{Schema: "public", Table: "t", Name: "t_a", Comment: "partial",
-						Definition: "CREATE UNIQUE INDEX t_a ON public.t USING btree (a) WHERE (b > 0)"},
-					{Schema: "public", Table: "t", Name: "t_lower", Definition: "CREATE INDEX t_lower ON public.t USING btree (lower(c))"},
+						Definition: "CREATE UNIQUE INDEX t_a ON public.t USING btree (a) WHERE (b > 0)", Columns: []string{"a"}},
+					{Schema: "public", Table: "t", Name: "t_lower", Definition: "CREATE INDEX t_lower ON public.t USING btree (lower(c))", Columns: []string{"lower"}},
 				})
 			}},
 		{name: "partitions", ddl: `
@@ -283,7 +286,12 @@ func TestInspect(t *testing.T) {
 				for _, c := range m.Constraints {
 					cons = append(cons, c.ID())
 				}
-				equal(t, "constraints", cons, []ID{conID("p", "p_id_check"), conID("p", "p_pkey"), conID("p1", "own")})
+				// A partition's keys attached to its parent's are listed; its
+				// inherited checks are not.
+				equal(t, "constraints", cons, []ID{conID("p", "p_id_check"), conID("p", "p_pkey"), conID("p1", "own"),
+					conID("p1", "p1_pkey"), conID("p2", "p2_pkey"), conID("pd", "pd_pkey"), conID("pd1", "pd1_pkey")})
+				equal(t, "p1_pkey's parent", find(t, m.Constraints, conID("p1", "p1_pkey")).Parent, "p_pkey")
+				equal(t, "pd1_pkey's parent", find(t, m.Constraints, conID("pd1", "pd1_pkey")).Parent, "pd_pkey")
 				equal(t, "indexes", len(m.Indexes), 0)
 				if !hasDep(m, tableID("p1"), tableID("p")) {
 					t.Errorf("no dependency of partition p1 on p in %v", m.Deps)

@@ -235,6 +235,11 @@ type Constraint struct {
 	Columns []string
 	// RefTable is the referenced table of a foreign key.
 	RefTable *ObjectName
+	// Parent is, for the key or exclusion constraint of a partition that is
+	// attached to its parent's (conparentid), the name of the parent table's
+	// constraint. Such a constraint is listed though it is not local: its
+	// name is declared (pg_dump declares it).
+	Parent string
 	// Invalid: the index of a key or exclusion constraint is not valid
 	// (pg_index.indisvalid), which only a failed or unfinished build leaves.
 	Invalid bool
@@ -242,13 +247,21 @@ type Constraint struct {
 }
 
 // Index is an index that does not implement a constraint (those belong to
-// their Constraint). Indexes on partitions that are attached to a parent
-// index are not listed: the parent creates them.
+// their Constraint). The index of a partition that is attached to its
+// parent's index is listed too, with Parent set: its name and storage
+// parameters are its own.
 type Index struct {
 	Schema     string
 	Table      string // the table or materialized view it is on
 	Name       string
 	Definition string // pg_get_indexdef, e.g. "CREATE UNIQUE INDEX i ON public.t USING btree (a) WHERE (b > 0)"
+	// Parent is the partitioned index this one is attached to, nil when none.
+	Parent *ObjectName
+	// Columns are the index's own column names (a table column's name, or
+	// one PostgreSQL made up for an expression, e.g. "lower" or "expr"),
+	// included columns too: what PostgreSQL names the copies it makes of a
+	// partitioned index after.
+	Columns []string
 	// Invalid: pg_index.indisvalid is false, as a failed CREATE INDEX
 	// CONCURRENTLY leaves an index. Queries do not use it and a unique one
 	// enforces nothing; a declared index is never invalid.
