@@ -58,10 +58,17 @@ func attributeNames(c Composite) []string {
 }
 
 // storesValues says whether values of type typ are stored: in a table
-// column, or in an attribute of another composite type.
+// column, or in an attribute of another composite type, or (for all ptah
+// can tell) by an object outside the managed schemas that depends on it
+// (checkOutside then refuses the replacement by name).
 func (d *differ) storesValues(typ ID) bool {
 	for _, dep := range d.live.deps {
 		if dep.RefObject == typ && (dep.Object.Kind == KindColumn || dep.Object.Kind == KindComposite) {
+			return true
+		}
+	}
+	for _, o := range d.live.m.Outside {
+		if o.RefObject == typ {
 			return true
 		}
 	}

@@ -344,20 +344,29 @@ WHERE ` + notExtensionMember("pg_event_trigger", "o.oid")
 
 // outsideQuery describes the objects ($1 catalogs, $2 oids, $3 sub-ids)
 // that depend on the model without being part of it, and names the schema
-// each lives in: its own, or its relation's for a rule, default or trigger
-// (empty for an object in no schema). A view's rule is described as the view.
+// each lives in: its own, or its relation's for a rule, default or trigger,
+// or its operator family's for an operator family's member (empty for an
+// object in no schema, such as a cast). A view's rule is described as the
+// view.
 const outsideQuery = `
 SELECT u.i,
 	CASE WHEN u.cat = 'pg_rewrite'::regclass
 		THEN (SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r WHERE r.oid = u.objid)
 		ELSE pg_describe_object(u.cat, u.objid, u.objsubid) END,
 	COALESCE((pg_identify_object(u.cat, u.objid, u.objsubid)).schema,
-		(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.oid = CASE u.cat
-			WHEN 'pg_rewrite'::regclass THEN (SELECT r.ev_class FROM pg_rewrite r WHERE r.oid = u.objid)
-			WHEN 'pg_attrdef'::regclass THEN (SELECT a.adrelid FROM pg_attrdef a WHERE a.oid = u.objid)
-			WHEN 'pg_trigger'::regclass THEN (SELECT g.tgrelid FROM pg_trigger g WHERE g.oid = u.objid)
-			WHEN 'pg_policy'::regclass THEN (SELECT p.polrelid FROM pg_policy p WHERE p.oid = u.objid)
+		(SELECT n.nspname FROM pg_namespace n WHERE n.oid = CASE u.cat
+			WHEN 'pg_rewrite'::regclass THEN (SELECT c.relnamespace FROM pg_rewrite r
+				JOIN pg_class c ON c.oid = r.ev_class WHERE r.oid = u.objid)
+			WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a
+				JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = u.objid)
+			WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger g
+				JOIN pg_class c ON c.oid = g.tgrelid WHERE g.oid = u.objid)
+			WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p
+				JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = u.objid)
+			WHEN 'pg_amop'::regclass THEN (SELECT f.opfnamespace FROM pg_amop o
+				JOIN pg_opfamily f ON f.oid = o.amopfamily WHERE o.oid = u.objid)
+			WHEN 'pg_amproc'::regclass THEN (SELECT f.opfnamespace FROM pg_amproc o
+				JOIN pg_opfamily f ON f.oid = o.amprocfamily WHERE o.oid = u.objid)
 			END), '')
 FROM (SELECT c::regclass AS cat, o AS objid, s AS objsubid, i
 	FROM unnest($1::text[], $2::oid[], $3::int[]) WITH ORDINALITY AS x(c, o, s, i)) u`
