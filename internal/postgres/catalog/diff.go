@@ -21,18 +21,41 @@ import (
 // existing enums (ALTER TYPE ... ADD VALUE) stand outside the graph, at the
 // start of the plan (see alterEnum).
 func Diff(live, desired *Model) ([]postgres.Statement, error) {
+	stmts, _, err := diff(live, desired)
+	return stmts, err
+}
+
+// diff is Diff, also returning the casts its column conversions rely on,
+// which only a server can check (checkCasts).
+func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
+	if err := d.checkOutside(); err != nil {
+		return nil, nil, err
+	}
+	if err := d.checkTypesInUse(); err != nil {
+		return nil, nil, err
+	}
 	d.emit()
+	if len(d.refused) > 0 {
+		sort.Strings(d.refused)
+		return nil, nil, &UnsupportedError{
+			Where:   "plan",
+			Objects: d.refused,
+			Reason: "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of " +
+				"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names " +
+				"(append new attributes, change types in place), or convert the column with a migration; then plan again",
+		}
+	}
 	d.connect()
 	sorted, err := d.sort()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Labels added to existing enums lead the plan (see alterEnum for why
 	// that is safe, and LabelPhase for why it is wanted).
-	return append(d.labels, sorted...), nil
+	return append(d.labels, sorted...), d.casts, nil
 }
 
 type nodeKey struct {
@@ -128,13 +151,23 @@ type differ struct {
 	labels []postgres.Statement
 	// on indexes what lives on each table, for the settings nodes.
 	on *onTables
+	// casts: the column conversions made with USING col::type.
+	casts []cast
+	// refused: conversions the plan cannot make (see convertValue).
+	refused []string
+	// renamed: desired partition indexes and keys made from a live one
+	// under another name (pairPartitionRenames), to the live one's ID.
+	renamed     map[ID]ID
+	renamedAway map[ID]bool // the live IDs of renamed
+	// children: the desired partition indexes and keys attached to each.
+	children map[ID][]ID
 }
 
 func newDiffer(live, desired *Model) *differ {
 	return &differ{
 		live: indexModel(live), desired: indexModel(desired),
 		dropped: map[ID]bool{}, replaced: map[ID]bool{}, converted: map[ID]bool{},
-		resetDefault: map[ID]bool{}, created: map[ID]bool{},
+		resetDefault: map[ID]bool{}, created: map[ID]bool{}, renamed: map[ID]ID{}, renamedAway: map[ID]bool{},
 		nodes: map[nodeKey]*node{}, alias: map[nodeKey]nodeKey{}, edges: map[nodeKey]map[nodeKey]bool{},
 	}
 }
@@ -142,10 +175,13 @@ func newDiffer(live, desired *Model) *differ {
 // classify decides, object by object, what must be dropped outright: what
 // the desired state lacks, and what cannot be altered into its desired form.
 func (d *differ) classify() {
+	d.pairPartitionRenames()
 	for id, lv := range d.live.byID {
 		dv, ok := d.desired.byID[id]
 		if !ok {
-			d.dropped[id] = true
+			if !d.isRenamedAway(id) {
+				d.dropped[id] = true
+			}
 			continue
 		}
 		switch l := lv.(type) {
@@ -161,11 +197,19 @@ func (d *differ) classify() {
 			}
 		case Constraint:
 			c := dv.(Constraint)
-			if !canAlterConstraint(l, c) {
+			if !canAlterConstraint(l, c) || l.Invalid {
 				d.dropped[id] = true
+				// An attached key cannot be dropped alone: its parent goes too.
+				if p, ok := constraintParent(d.live, l); ok {
+					d.dropped[p] = true
+				}
 			}
 		case Index:
-			if l.Definition != dv.(Index).Definition {
+			n := dv.(Index)
+			if l.Parent != nil || n.Parent != nil {
+				d.classifyPartitionIndex(id, l, n)
+			} else if l.Definition != n.Definition || l.Invalid {
+				// An invalid index is built again, under the same definition.
 				d.dropped[id] = true
 			}
 		case View:
@@ -188,6 +232,10 @@ func (d *differ) classify() {
 		case Domain:
 			n := dv.(Domain)
 			if l.BaseType != n.BaseType || l.Collation != n.Collation {
+				d.replaced[id] = true
+			}
+		case Composite:
+			if d.compositeNeedsReplace(l, dv.(Composite)) {
 				d.replaced[id] = true
 			}
 		case Extension:
@@ -312,6 +360,9 @@ func (d *differ) propagate() {
 				changed = true
 			}
 		}
+		if d.followParents() {
+			changed = true
+		}
 	}
 }
 
@@ -335,12 +386,19 @@ func (d *differ) affects(x, y ID) bool {
 		}
 		return mark(d.dropped, x)
 	case d.replaced[y]:
-		if x.Kind == KindColumn {
+		switch x.Kind {
+		case KindColumn:
 			if d.columnIsOfType(x, y) {
 				return mark(d.converted, x)
 			}
 			if !d.live.columns[x].Generated {
 				return mark(d.resetDefault, x)
+			}
+		case KindDomain, KindComposite:
+			// A type over (or holding) a replaced type is replaced too: its
+			// values, stored in columns, go through the same conversion.
+			if _, kept := d.desired.byID[x]; kept {
+				return mark(d.replaced, x)
 			}
 		}
 		return mark(d.dropped, x)
@@ -358,6 +416,71 @@ func (d *differ) affects(x, y ID) bool {
 		return mark(d.dropped, x)
 	}
 	return false
+}
+
+// checkOutside refuses a plan that drops or changes what an object outside
+// the managed schemas depends on: PostgreSQL would refuse the statement, and
+// ptah does not touch objects outside its scope to make way.
+func (d *differ) checkOutside() error {
+	var refused []string
+	for _, o := range d.live.m.Outside {
+		y := o.RefObject
+		var what string
+		_, kept := d.desired.byID[y]
+		switch {
+		case d.dropped[y] && kept:
+			what = "which the plan drops and creates again"
+		case d.dropped[y]:
+			what = "which the plan drops"
+		case d.replaced[y]:
+			what = "which the plan replaces with a new type"
+		case d.converted[y] && !strings.HasPrefix(o.Object, "constraint "):
+			// (PostgreSQL carries a foreign key across the change itself.)
+			what = "whose type the plan changes"
+		default:
+			continue
+		}
+		refused = append(refused, o.Object+" depends on "+describe(y)+", "+what)
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	sort.Strings(refused)
+	return &UnsupportedError{
+		Where:   "plan",
+		Objects: refused,
+		Reason: "objects outside the managed schemas depend on objects this plan drops or changes, and PostgreSQL would refuse to; " +
+			"ptah does not touch objects outside spec.schemas. Drop or change these dependents first (and recreate them after), " +
+			"or add their schemas to spec.schemas so that ptah plans them too; then plan again",
+	}
+}
+
+// checkTypesInUse refuses a plan that must drop and create again a type
+// (because something it depends on is dropped) while a column it keeps
+// stores that type: PostgreSQL would refuse the drop, and the plan has no
+// way to carry the column's values across.
+func (d *differ) checkTypesInUse() error {
+	var refused []string
+	for _, dep := range d.live.deps {
+		col, typ := dep.Object, dep.RefObject
+		if col.Kind != KindColumn || d.dropped[col] || !d.dropped[typ] || !d.columnIsOfType(col, typ) {
+			continue
+		}
+		if _, kept := d.desired.byID[typ]; kept {
+			refused = append(refused, describe(col)+" is of "+describe(typ)+", which the plan must drop and create again")
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	sort.Strings(refused)
+	return &UnsupportedError{
+		Where:   "plan",
+		Objects: refused,
+		Reason: "these types must be dropped and created again, since something they depend on is (a function their constraint " +
+			"calls, ...), and PostgreSQL cannot drop a type a column stores. Make the change in steps (first move the columns " +
+			"to another type, or change what the type depends on in a separate plan), or with a migration; then plan again",
+	}
 }
 
 func (d *differ) columnIsOfType(col, typ ID) bool {
@@ -508,6 +631,12 @@ func (d *differ) connect() {
 		d.before(dropKey(x), dropKey(y))
 		d.before(dropKey(x), fwdKey(y))
 		d.before(dropKey(x), nodeKey{id: y, step: stepFinish})
+		// An old type goes before the old type it is over, or holds.
+		d.before(nodeKey{id: x, step: stepFinish}, nodeKey{id: y, step: stepFinish})
+		// A partition's column changes with its parent's (diff_partition.go).
+		for _, a := range ancestorColumns(d.live, y) {
+			d.before(dropKey(x), fwdKey(a))
+		}
 		// An object altered away from y does so before y goes for good. (When
 		// y is created again, x was dropped or reset by propagate instead.)
 		// (A reset default already let go of what it used.)
@@ -522,10 +651,14 @@ func (d *differ) connect() {
 		x, y := dep.Object, dep.RefObject
 		d.before(fwdKey(y), fwdKey(x))
 		d.before(fwdKey(y), nodeKey{id: x, step: stepOwner})
+		for _, a := range ancestorColumns(d.desired, y) {
+			d.before(fwdKey(a), fwdKey(x))
+		}
 	}
 	for _, e := range d.extra {
 		d.before(e[0], e[1])
 	}
+	d.connectPartitions()
 	for k := range d.nodes {
 		id := k.id
 		d.before(dropKey(id), fwdKey(id))

@@ -13,6 +13,7 @@ import (
 const (
 	stepFinish = "finish" // a replaced type: drop the old one once nothing uses it
 	stepOwner  = "owner"  // a sequence: OWNED BY, once its column exists
+	stepDisown = "disown" // a sequence: OWNED BY NONE, before its old column goes
 )
 
 // replacedSuffix names the old type while its columns move to the new one.
@@ -35,6 +36,14 @@ func (d *differ) tableIsNew(schema, table string) bool {
 func (d *differ) emitDrop(id ID, obj any) {
 	if t, ok := d.live.owner(id); ok && d.dropped[t] && !isForeignKey(obj) {
 		d.alias[dropKey(id)] = dropKey(t)
+		return
+	}
+	if d.dropWithParent(id) {
+		return
+	}
+	if parent, ok := parentColumn(d.live, id); ok && d.dropped[parent] {
+		// The parent's DROP COLUMN drops it.
+		d.alias[dropKey(id)] = dropKey(parent)
 		return
 	}
 	if s, ok := obj.(Sequence); ok && s.OwnedBy != nil {
@@ -148,7 +157,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.emitOwner(o, nil)
 	case Table:
 		d.created[id] = true
-		d.add(k, stmt(createTable(o), d.partitionHazards(o)...))
+		d.add(k, stmt(createTable(o, d.partitionColumnOptions(o)), d.partitionHazards(o)...))
 		d.comment(k, "TABLE "+qname(o.Schema, o.Name), "", o.Comment)
 		for _, c := range o.Columns {
 			col := ColumnID(o.Schema, o.Name, c.Name)
@@ -160,13 +169,25 @@ func (d *differ) emitCreate(id ID, obj any) {
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
 		}
-		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), addColumnHazards(o)...))
+		if _, ok := parentColumn(d.desired, id); ok {
+			d.alterPartitionColumn(id, nil, o) // the parent's ADD COLUMN adds it
+			return
+		}
+		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD COLUMN "+columnDef(o), d.addColumnHazards(o)...))
 		d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(o.Name), "", o.Comment)
 	case Constraint:
+		if d.emitPartitionKey(id, o) {
+			return
+		}
 		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
 		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	case Index:
-		d.add(k, stmt(strings.Replace(o.Definition, " ON ONLY ", " ON ", 1), d.indexHazards(id, o)...))
+		if d.emitPartitionIndex(id, o) {
+			return
+		}
+		// A partitioned table's index is created ON ONLY it, as printed:
+		// each partition's is created and attached on its own.
+		d.add(k, stmt(o.Definition, d.indexHazards(id, o)...))
 		d.comment(k, "INDEX "+qname(o.Schema, o.Name), "", o.Comment)
 	case View:
 		d.add(k, stmt(createView(o)))
@@ -212,6 +233,9 @@ func (d *differ) indexHazards(id ID, ix Index) []postgres.Hazard {
 	if _, existed := d.live.byID[owner]; !ok || !existed || d.dropped[owner] {
 		return nil
 	}
+	if t, _ := d.desired.byID[owner].(Table); t.PartitionKey != "" {
+		return nil // a partitioned table holds no rows
+	}
 	hazards := []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
 	if strings.HasPrefix(ix.Definition, "CREATE UNIQUE ") {
 		hazards = append(hazards, postgres.HazardMayFail)
@@ -239,7 +263,19 @@ func (d *differ) comment(k nodeKey, target, old, new string) {
 }
 
 // emitOwner sets a sequence's OWNED BY once both it and the column exist.
+// A sequence that outlives the column that owns it (the column, or its
+// table, is dropped or recreated) is let go of first: dropping the owner
+// would drop the sequence with it.
 func (d *differ) emitOwner(s Sequence, old *ColumnRef) {
+	if old != nil {
+		oldCol := ColumnID(old.Schema, old.Table, old.Column)
+		if d.dropped[oldCol] {
+			k := nodeKey{id: s.ID(), step: stepDisown}
+			d.add(k, stmt("ALTER SEQUENCE "+qname(s.Schema, s.Name)+" OWNED BY NONE"))
+			d.extra = append(d.extra, [2]nodeKey{k, dropKey(oldCol)})
+			old = nil
+		}
+	}
 	if sameColumnRef(s.OwnedBy, old) {
 		return
 	}
@@ -281,7 +317,7 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 	case Sequence:
 		n := dv.(Sequence)
 		if opts := changedSequenceOptions(l.Options, n.Options); opts != "" {
-			d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" "+opts))
+			d.add(k, stmt("ALTER SEQUENCE "+qname(n.Schema, n.Name)+" "+opts, boundsHazards(l.Options, n.Options, l.LastValue)...))
 		}
 		d.comment(k, "SEQUENCE "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 		d.emitOwner(n, l.OwnedBy)
@@ -292,11 +328,19 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		d.alterColumn(id, l, dv.(Column))
 	case Constraint:
 		n := dv.(Constraint)
+		if n.Parent != "" {
+			d.alterPartitionKey(id, l, n)
+			return
+		}
 		if l.Deferrable != n.Deferrable || l.Deferred != n.Deferred {
 			d.add(k, stmt(alterTable(n.Schema, n.Table)+" ALTER CONSTRAINT "+ident(n.Name)+" "+deferrability(n)))
 		}
 		d.comment(k, "CONSTRAINT "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
 	case Index:
+		if n := dv.(Index); l.Parent != nil || n.Parent != nil {
+			d.alterPartitionIndex(id, l, n)
+			return
+		}
 		d.comment(k, "INDEX "+qname(l.Schema, l.Name), l.Comment, dv.(Index).Comment)
 	case View:
 		n := dv.(View)
@@ -453,6 +497,10 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 
 func (d *differ) alterComposite(k nodeKey, l, n Composite) {
 	name := qname(n.Schema, n.Name)
+	if d.replaced[l.ID()] {
+		d.emitCreate(l.ID(), n)
+		return
+	}
 	// Only values stored in table columns can be lost or fail to convert.
 	var deletes, mayFail []postgres.Hazard
 	if d.storedInColumns(l.ID()) {
@@ -547,6 +595,10 @@ func optionChanges(l, n []string) (set, reset string) {
 }
 
 func (d *differ) alterColumn(id ID, l, n Column) {
+	if _, ok := parentColumn(d.desired, id); ok {
+		d.alterPartitionColumn(id, &l, n)
+		return
+	}
 	k := fwdKey(id)
 	oldDefault := l.Default
 	if d.resetDefault[id] {
@@ -560,7 +612,7 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 			d.add(k, stmt(alterColumn(id)+" DROP DEFAULT"))
 			oldDefault = ""
 		}
-		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, n), d.conversionHazards(id, l, n)...))
+		d.add(k, stmt(alterColumn(id)+" TYPE "+typeWithCollation(n.Type, n.Collation)+" USING "+d.conversion(id, l, n), d.conversionHazards(id, l, n)...))
 	}
 	if oldDefault != n.Default && !n.Generated {
 		if n.Default == "" {
@@ -584,24 +636,17 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	}
 	if n.Identity != "" && l.Identity != "" && l.IdentityOptions != nil && n.IdentityOptions != nil {
 		if opts := changedSequenceOptions(*l.IdentityOptions, *n.IdentityOptions); opts != "" {
-			d.add(k, stmt(alterColumn(id)+" "+identitySetOptions(*l.IdentityOptions, *n.IdentityOptions)))
+			d.add(k, stmt(alterColumn(id)+" "+identitySetOptions(*l.IdentityOptions, *n.IdentityOptions),
+				boundsHazards(*l.IdentityOptions, *n.IdentityOptions, l.IdentityLastValue)...))
 		}
 	}
 	d.comment(k, "COLUMN "+qname(id.Schema, id.Name)+"."+ident(id.Sub), l.Comment, n.Comment)
 }
 
-// conversion is the USING expression that turns the old value into the new
-// type: a replaced enum or domain goes through text, since the old and new
-// types have no cast between them.
-func (d *differ) conversion(id ID, n Column) string {
-	col := ident(id.Sub)
-	if _, ok := d.replacedTypeOf(id); ok {
-		if strings.HasSuffix(n.Type, "[]") {
-			return col + "::text[]::" + n.Type
-		}
-		return col + "::text::" + n.Type
-	}
-	return col + "::" + n.Type
+// conversion is the USING expression that turns the column's old value
+// into the new type (see convertValue).
+func (d *differ) conversion(id ID, l, n Column) string {
+	return d.convertValue(ident(id.Sub), l.Type, n.Type, cast{column: id})
 }
 
 // conversionHazards: a binary-coercible change (a wider varchar or numeric,
@@ -611,6 +656,16 @@ func (d *differ) conversion(id ID, n Column) string {
 func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	if typ, ok := d.replacedTypeOf(id); ok {
 		hazards := []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		if typ.Kind == KindComposite {
+			deletes, mayFail := d.compositeLoses(typ)
+			if deletes {
+				hazards = append(hazards, postgres.HazardDeletesData)
+			}
+			if mayFail {
+				hazards = append(hazards, postgres.HazardMayFail)
+			}
+			return hazards
+		}
 		if d.replacementMayFail(typ) {
 			hazards = append(hazards, postgres.HazardMayFail)
 		}
@@ -618,11 +673,35 @@ func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	}
 	switch {
 	case binaryCoercible(l.Type, n.Type):
+		// Indexes survive a binary-coercible change, except where it changes
+		// their collation (the order they are built in): those are rebuilt.
+		if l.Collation != n.Collation && d.indexed(id) {
+			return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
+		}
 		return nil
 	case widening(l.Type, n.Type):
 		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	}
 	return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
+}
+
+// indexed says whether an index, or a key or exclusion constraint's index,
+// covers the live column col.
+func (d *differ) indexed(col ID) bool {
+	for _, dep := range d.live.deps {
+		if dep.RefObject != col {
+			continue
+		}
+		switch o := d.live.byID[dep.Object].(type) {
+		case Index:
+			return true
+		case Constraint:
+			if o.Type == PrimaryKey || o.Type == Unique || o.Type == Exclusion {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *differ) replacedTypeOf(col ID) (ID, bool) {
@@ -709,8 +788,12 @@ func widening(from, to string) bool {
 	return false
 }
 
-func addColumnHazards(c Column) []postgres.Hazard {
+func (d *differ) addColumnHazards(c Column) []postgres.Hazard {
 	switch {
+	case d.constrainedDomain(c.Type):
+		// PostgreSQL checks the domain's constraints against every row's
+		// new value (the default, or NULL), rewriting the table to do so.
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
 	case c.Generated || c.Identity != "":
 		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
 	case c.Default != "" && volatileDefault(c.Default):
@@ -719,6 +802,32 @@ func addColumnHazards(c Column) []postgres.Hazard {
 		return []postgres.Hazard{postgres.HazardMayFail}
 	}
 	return nil
+}
+
+// constrainedDomain says whether typ is a desired domain with a NOT NULL or
+// CHECK constraint, its own or its base domain's.
+func (d *differ) constrainedDomain(typ string) bool {
+	for range d.desired.m.Domains { // a chain of domains is no longer than their number
+		dom, ok := d.desiredDomain(typ)
+		if !ok {
+			return false
+		}
+		if dom.NotNull || len(dom.Constraints) > 0 {
+			return true
+		}
+		typ = dom.BaseType
+	}
+	return false
+}
+
+// desiredDomain is the desired domain whose name format_type prints as typ.
+func (d *differ) desiredDomain(typ string) (Domain, bool) {
+	for _, dom := range d.desired.m.Domains {
+		if typ == qname(dom.Schema, dom.Name) || typ == dom.Schema+"."+dom.Name {
+			return dom, true
+		}
+	}
+	return Domain{}, false
 }
 
 // volatileDefault is a conservative guess from the text: a default that
@@ -789,28 +898,36 @@ func identityClause(c Column) string {
 	return s
 }
 
+// identitySetOptions is ALTER COLUMN's list of identity options that
+// differ: each one prefixed with SET. The sequence type is left out: an
+// identity column's sequence follows the column's type.
 func identitySetOptions(l, n SequenceOptions) string {
-	opts := changedSequenceOptions(l, n)
-	parts := strings.Split(opts, " ")
-	// ALTER COLUMN ... SET option [SET option]: prefix each option with SET.
 	var out []string
-	for i := 0; i < len(parts); i++ {
-		p := parts[i]
-		switch p {
-		case "AS":
-			i++ // an identity column's sequence type follows the column
-			continue
-		case "INCREMENT", "START", "NO":
-			out = append(out, "SET "+p+" "+parts[i+1]+" "+parts[i+2])
-			i += 2
-		case "MINVALUE", "MAXVALUE", "CACHE":
-			out = append(out, "SET "+p+" "+parts[i+1])
-			i++
-		case "CYCLE":
-			out = append(out, "SET CYCLE")
+	for _, o := range sequenceOptionChanges(l, n) {
+		if !strings.HasPrefix(o, "AS ") {
+			out = append(out, "SET "+o)
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// boundsHazards: PostgreSQL refuses new bounds (MINVALUE, MAXVALUE, or
+// those of a new AS type) that leave out the sequence's current value. When
+// that value is known (last, the last value handed out) the check is exact;
+// when it is not (none handed out yet, or not readable), narrower bounds
+// may leave it out.
+func boundsHazards(l, n SequenceOptions, last *int64) []postgres.Hazard {
+	mayFail := []postgres.Hazard{postgres.HazardMayFail}
+	if last != nil {
+		if *last < n.Min || *last > n.Max {
+			return mayFail
+		}
+		return nil
+	}
+	if n.Min > l.Min || n.Max < l.Max {
+		return mayFail
+	}
+	return nil
 }
 
 // defaultSequenceOptions are what CREATE SEQUENCE gives a sequence of typ
@@ -877,6 +994,11 @@ func sequenceClause(o SequenceOptions) string {
 // changedSequenceOptions lists the options of n that differ from l, in
 // ALTER SEQUENCE syntax; "" when none.
 func changedSequenceOptions(l, n SequenceOptions) string {
+	return strings.Join(sequenceOptionChanges(l, n), " ")
+}
+
+// sequenceOptionChanges is one clause per option of n that differs from l.
+func sequenceOptionChanges(l, n SequenceOptions) []string {
 	var parts []string
 	if l.Type != n.Type {
 		parts = append(parts, "AS "+n.Type)
@@ -903,10 +1025,12 @@ func changedSequenceOptions(l, n SequenceOptions) string {
 			parts = append(parts, "NO CYCLE")
 		}
 	}
-	return strings.Join(parts, " ")
+	return parts
 }
 
-func createTable(t Table) string {
+// createTable is CREATE TABLE t; for a partition, columns is the column
+// list of PARTITION OF (see partitionColumnOptions).
+func createTable(t Table, columns string) string {
 	var b strings.Builder
 	b.WriteString("CREATE ")
 	if t.Unlogged {
@@ -914,20 +1038,7 @@ func createTable(t Table) string {
 	}
 	b.WriteString("TABLE " + qname(t.Schema, t.Name))
 	if t.PartitionOf != nil {
-		b.WriteString(" PARTITION OF " + qname(t.PartitionOf.Schema, t.PartitionOf.Name))
-		if len(t.Columns) > 0 {
-			cols := make([]string, len(t.Columns))
-			for i, c := range t.Columns {
-				cols[i] = ident(c.Name) + " WITH OPTIONS"
-				if c.Default != "" && !c.Generated {
-					cols[i] += " DEFAULT " + c.Default
-				}
-				if c.NotNull {
-					cols[i] += " NOT NULL"
-				}
-			}
-			b.WriteString(" (" + strings.Join(cols, ", ") + ")")
-		}
+		b.WriteString(" PARTITION OF " + qname(t.PartitionOf.Schema, t.PartitionOf.Name) + columns)
 		b.WriteString(" " + t.PartitionBound)
 	} else {
 		cols := make([]string, len(t.Columns))

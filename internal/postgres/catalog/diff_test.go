@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -254,6 +255,123 @@ func TestAddedLabels(t *testing.T) {
 		added, ok := addedLabels(tt.l, tt.n)
 		if ok != tt.ok || (ok && !reflect.DeepEqual(added, tt.added)) {
 			t.Errorf("addedLabels(%v, %v) = %v, %v", tt.l, tt.n, added, ok)
+		}
+	}
+}
+
+func TestIdentitySetOptions(t *testing.T) {
+	t.Parallel()
+	base := defaultSequenceOptions("integer")
+	cycling := base
+	cycling.Cycle = true
+	all := SequenceOptions{Type: "bigint", Start: 2, Increment: 3, Min: 1, Max: 5000, Cache: 4}
+	for _, tt := range []struct {
+		l, n SequenceOptions
+		want string
+	}{
+		{cycling, base, "SET NO CYCLE"},
+		{base, cycling, "SET CYCLE"},
+		{cycling, all, "SET INCREMENT BY 3 SET MAXVALUE 5000 SET START WITH 2 SET CACHE 4 SET NO CYCLE"},
+	} {
+		if got := identitySetOptions(tt.l, tt.n); got != tt.want {
+			t.Errorf("identitySetOptions(%+v, %+v) = %q, want %q", tt.l, tt.n, got, tt.want)
+		}
+	}
+}
+
+// A sequence's bounds that leave out the value it last handed out fail;
+// with no value known, only narrower bounds may.
+func TestDiffSequenceBoundsHazards(t *testing.T) {
+	t.Parallel()
+	v := func(n int64) *int64 { return &n }
+	opts := func(typ string, max int64) SequenceOptions {
+		o := defaultSequenceOptions(typ)
+		o.Max = max
+		return o
+	}
+	seq := func(o SequenceOptions, last *int64) Model {
+		return Model{Schemas: pub(), Sequences: []Sequence{{Schema: "public", Name: "s", Options: o, LastValue: last}}}
+	}
+	ident := func(o SequenceOptions, last *int64) Model {
+		c := Column{Name: "id", Type: "bigint", NotNull: true, Identity: "a", IdentityOptions: &o, IdentityLastValue: last}
+		return Model{Schemas: pub(), Tables: []Table{tbl("t", c)}}
+	}
+	wide, narrow := opts("bigint", 100000), opts("bigint", 1000)
+	for _, tt := range []struct {
+		name          string
+		live, desired Model
+		mayFail       bool
+	}{
+		{"max below the last value", seq(wide, v(5000)), seq(narrow, nil), true},
+		{"max above the last value", seq(wide, v(500)), seq(narrow, nil), false},
+		{"type below the last value", seq(defaultSequenceOptions("bigint"), v(40000)), seq(defaultSequenceOptions("smallint"), nil), true},
+		{"narrower, value unknown", seq(wide, nil), seq(narrow, nil), true},
+		{"wider, value unknown", seq(narrow, nil), seq(wide, nil), false},
+		{"identity max below the last value", ident(wide, v(5000)), ident(narrow, nil), true},
+		{"identity max above the last value", ident(wide, v(10)), ident(narrow, nil), false},
+	} {
+		got, err := Diff(&tt.live, &tt.desired)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: Diff = %v, %v; want one statement", tt.name, sqls(got), err)
+		}
+		if mayFail := reflect.DeepEqual(got[0].Hazards, []postgres.Hazard{postgres.HazardMayFail}); mayFail != tt.mayFail {
+			t.Errorf("%s: %s has hazards %v; want may-fail: %v", tt.name, got[0].SQL, got[0].Hazards, tt.mayFail)
+		}
+	}
+}
+
+// A sequence's last value is data: two databases with the same schema
+// fingerprint the same (the model's JSON) whatever their sequences handed out.
+func TestModelJSONLeavesOutLastValues(t *testing.T) {
+	t.Parallel()
+	v := int64(42)
+	o := defaultSequenceOptions("integer")
+	used := Model{Sequences: []Sequence{{Schema: "public", Name: "s", Options: o, LastValue: &v}},
+		Tables: []Table{tbl("t", Column{Name: "id", Type: "integer", Identity: "a", IdentityOptions: &o, IdentityLastValue: &v})}}
+	fresh := Model{Sequences: []Sequence{{Schema: "public", Name: "s", Options: o}},
+		Tables: []Table{tbl("t", Column{Name: "id", Type: "integer", Identity: "a", IdentityOptions: &o})}}
+	a, err := json.Marshal(used)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Errorf("the JSON of a model differs with its sequences' last values:\n%s\n%s", a, b)
+	}
+}
+
+// autoName is PostgreSQL's choice of name for the copy of a partitioned
+// index it makes on a new partition (checked against PostgreSQL 15).
+func TestAutoName(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("t", 58) + "_part"
+	longCol := strings.Repeat("a", 61)
+	for _, tt := range []struct {
+		table   string
+		columns []string
+		label   string
+		taken   []string
+		want    string
+	}{
+		{"q_part", []string{"kind"}, "idx", nil, "q_part_kind_idx"},
+		{"q_part", []string{"kind"}, "idx", []string{"q_part_kind_idx"}, "q_part_kind_idx1"},
+		{"q_part", []string{"lower", "upper"}, "idx", nil, "q_part_lower_upper_idx"},
+		{"q_part", nil, "pkey", nil, "q_part_pkey"},
+		{"q_part", []string{"id", "at"}, "key", nil, "q_part_id_at_key"},
+		{long, []string{"expr", "expr1"}, "idx", nil, strings.Repeat("t", 48) + "_expr_expr1_idx"},
+		{long, []string{"kind", "b"}, "idx", nil, strings.Repeat("t", 52) + "_kind_b_idx"},
+		{long, []string{longCol, "kind"}, "idx", nil, strings.Repeat("t", 29) + "_" + strings.Repeat("a", 29) + "_idx"},
+		{"q_part", []string{longCol, "kind"}, "idx", nil, "q_part_" + strings.Repeat("a", 52) + "_idx"},
+	} {
+		taken := map[string]bool{}
+		for _, n := range tt.taken {
+			taken[n] = true
+		}
+		if got := autoName(tt.table, tt.columns, tt.label, taken); got != tt.want {
+			t.Errorf("autoName(%s, %v, %s) = %s, want %s", tt.table, tt.columns, tt.label, got, tt.want)
 		}
 	}
 }

@@ -42,13 +42,20 @@ func (e *LoadError) Error() string {
 func (e *LoadError) Unwrap() error { return ErrLoad }
 
 // UnsupportedError names every object in the managed scope that ptah does
-// not manage. A plan is never computed around them.
+// not manage, or every change ptah will not plan. A plan is never computed
+// around them.
 type UnsupportedError struct {
-	Where   string   // "target database" or "declared schema"
+	Where   string   // "target database", "declared schema" or "plan"
 	Objects []string // e.g. `row-level security policy "p" on table public.t`
+	// Reason, when set, says what ptah will not plan and what the user can
+	// do instead; it replaces the explanation for unmanaged objects.
+	Reason string
 }
 
 func (e *UnsupportedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s:\n  %s", e.Reason, strings.Join(e.Objects, "\n  "))
+	}
 	return fmt.Sprintf("the %s holds objects ptah does not manage yet; remove them from the managed schemas or manage them outside ptah:\n  %s",
 		e.Where, strings.Join(e.Objects, "\n  "))
 }

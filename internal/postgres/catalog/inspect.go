@@ -250,7 +250,7 @@ func (in *inspector) readSequences() error {
 	var owner ColumnRef
 	o := &s.Options
 	dest := []any{&oid, &s.Schema, &s.Name, &s.Unlogged, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
-		&owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
+		&s.LastValue, &owned, &owner.Schema, &owner.Table, &owner.Column, &s.Comment}
 	return in.each("sequences", sequencesQuery, dest, func() error {
 		s.OwnedBy = nil
 		if owned {
@@ -315,7 +315,8 @@ func (in *inspector) readColumns() error {
 	var hasIdentitySeq bool
 	var o SequenceOptions
 	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &c.Default, &c.Generated,
-		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle, &c.Comment}
+		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
+		&c.IdentityLastValue, &c.Comment}
 	return in.each("columns", columnsQuery, dest, func() error {
 		r := in.rels[relid]
 		if r == nil {
@@ -357,7 +358,7 @@ func (in *inspector) readConstraints() error {
 	var hasRef bool
 	var ref ObjectName
 	dest := []any{&oid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
-		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Comment}
+		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Parent, &c.Comment}
 	return in.each("constraints", constraintsQuery, dest, func() error {
 		c.Type = ConstraintType(contype)
 		c.RefTable = nil
@@ -379,8 +380,16 @@ func (in *inspector) readConstraints() error {
 func (in *inspector) readIndexes() error {
 	var oid uint32
 	var i Index
-	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Comment}
+	var attached bool
+	var parent ObjectName
+	dest := []any{&oid, &i.Schema, &i.Table, &i.Name, &i.Definition, &i.Invalid, &attached, &parent.Schema, &parent.Name,
+		&i.Columns, &i.Comment}
 	return in.each("indexes", indexesQuery, dest, func() error {
+		i.Parent = nil
+		if attached {
+			p := parent
+			i.Parent = &p
+		}
 		in.m.Indexes = append(in.m.Indexes, i)
 		in.newRelation(oid, i.ID())
 		return nil

@@ -19,19 +19,70 @@ func (in *inspector) readDeps() error {
 	var objCat, refCat string
 	var objOID, refOID uint32
 	var objSub, refSub int32
-	dest := []any{&objCat, &objOID, &objSub, &refCat, &refOID, &refSub}
+	var normal bool
+	var outside outsideCandidates
+	dest := []any{&objCat, &objOID, &objSub, &refCat, &refOID, &refSub, &normal}
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		obj, ok1 := in.idOf(objCat, objOID, objSub)
 		ref, ok2 := in.idOf(refCat, refOID, refSub)
-		if ok1 && ok2 && !isContainment(obj, ref) && !in.isOwnedBy(obj, ref) {
+		switch {
+		case ok1 && ok2 && !isContainment(obj, ref) && !in.isOwnedBy(obj, ref):
 			in.m.Deps = append(in.m.Deps, Dep{Object: obj, RefObject: ref})
+		case !ok1 && ok2 && normal:
+			// Only a normal dependency keeps PostgreSQL from dropping or
+			// changing ref; what an auto or internal one ties goes with it.
+			outside.add(objCat, objOID, objSub, ref)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reading dependencies: %w", err)
 	}
+	if err := in.readOutside(outside); err != nil {
+		return err
+	}
 	in.addSchemaDeps()
+	return nil
+}
+
+// outsideCandidates are dependencies of objects the model does not hold
+// on objects it holds: pg_depend rows whose object end mapped to no ID.
+type outsideCandidates struct {
+	catalogs []string
+	oids     []uint32
+	subs     []int32
+	refs     []ID
+}
+
+func (o *outsideCandidates) add(catalog string, oid uint32, sub int32, ref ID) {
+	o.catalogs, o.oids, o.subs = append(o.catalogs, catalog), append(o.oids, oid), append(o.subs, sub)
+	o.refs = append(o.refs, ref)
+}
+
+// readOutside keeps, of the candidates, those that live outside the managed
+// schemas, as Model.Outside. The rest are parts of managed objects the model
+// leaves out (an identity's sequence, a foreign key's triggers, ...). It is
+// one query whatever the count, run even when there is none.
+func (in *inspector) readOutside(c outsideCandidates) error {
+	managed := map[string]bool{"pg_toast": true}
+	for _, s := range in.schemas {
+		managed[s] = true
+	}
+	rows, err := in.conn.Query(in.ctx, outsideQuery, c.catalogs, c.oids, c.subs)
+	if err != nil {
+		return fmt.Errorf("reading objects outside the managed schemas: %w", err)
+	}
+	var i int64
+	var what, schema string
+	_, err = pgx.ForEachRow(rows, []any{&i, &what, &schema}, func() error {
+		if !managed[schema] {
+			in.m.Outside = append(in.m.Outside, OutsideDep{Object: what, RefObject: c.refs[i-1]})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading objects outside the managed schemas: %w", err)
+	}
 	return nil
 }
 
@@ -46,9 +97,8 @@ func (in *inspector) idOf(catalog string, oid uint32, sub int32) (ID, bool) {
 }
 
 // columnID is the ID of column attnum of r (the relation itself when attnum
-// is 0). Only a table's own columns are objects: a view or composite type
-// stands for its columns, and a partition's inherited columns are its
-// parent's, so they map to the relation.
+// is 0). Only a table's columns are objects (a partition's too): a view or
+// composite type stands for its columns.
 func (in *inspector) columnID(r *relation, attnum int32) ID {
 	if name, ok := r.columns[int16(attnum)]; ok && attnum > 0 {
 		return ColumnID(r.id.Schema, r.id.Name, name)
@@ -143,4 +193,8 @@ func sortModel(m *Model) {
 		return cmp.Or(compareIDs(a.Object, b.Object), compareIDs(a.RefObject, b.RefObject))
 	})
 	m.Deps = slices.Compact(m.Deps)
+	slices.SortFunc(m.Outside, func(a, b OutsideDep) int {
+		return cmp.Or(cmp.Compare(a.Object, b.Object), compareIDs(a.RefObject, b.RefObject))
+	})
+	m.Outside = slices.Compact(m.Outside)
 }

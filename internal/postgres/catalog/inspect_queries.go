@@ -72,6 +72,14 @@ const sequenceOptions = `COALESCE(format_type(s.seqtypid, NULL), ''), COALESCE(s
 	COALESCE(s.seqincrement, 0), COALESCE(s.seqmin, 0), COALESCE(s.seqmax, 0),
 	COALESCE(s.seqcache, 0), COALESCE(s.seqcycle, false)`
 
+// lastValue is the last value the sequence with oid seq handed out, NULL
+// when it has handed out none yet or the role may not read it (as
+// pg_sequences.last_value).
+func lastValue(seq string) string {
+	return `CASE WHEN ` + seq + ` IS NOT NULL AND has_sequence_privilege(` + seq + `, 'SELECT,USAGE')
+		THEN pg_sequence_last_value(` + seq + `) END`
+}
+
 var schemasQuery = `
 SELECT n.oid, n.nspname, ` + commentOn("pg_namespace", "n.oid", "0") + `
 FROM pg_namespace n
@@ -127,7 +135,7 @@ WHERE n.nspname = ANY($1) AND t.typtype = 'c' AND c.relkind = 'c'
 // Identity sequences are left out: they are part of their column. OWNED BY
 // is the auto ('a') dependency of a serial's sequence on its column.
 var sequencesQuery = `
-SELECT c.oid, n.nspname, c.relname, c.relpersistence = 'u', ` + sequenceOptions + `,
+SELECT c.oid, n.nspname, c.relname, c.relpersistence = 'u', ` + sequenceOptions + `, ` + lastValue("c.oid") + `,
 	o.attrelid IS NOT NULL, COALESCE(on_.nspname, ''), COALESCE(oc.relname, ''), COALESCE(o.attname, ''),
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
@@ -176,14 +184,16 @@ JOIN pg_type rt ON rt.oid = c.reltype
 LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
 
-// The columns of tables, views and composite types, in attnum order. A
-// partition's inherited columns belong to its parent. An identity column's
-// options come from the sequence that is internally ('i') dependent on it.
+// The columns of tables, views and composite types, in attnum order; a
+// partition's too, though they are its parent's (PostgreSQL 15 marks none
+// of them local), for their defaults, NOT NULL and comments are its own. An
+// identity column's options come from the sequence that is internally ('i')
+// dependent on it.
 var columnsQuery = `
 SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.atttypid, a.atttypmod),
 	` + collationName("a.attcollation", "t.typcollation") + `,
 	a.attnotnull, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated = 's',
-	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `,
+	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `, ` + lastValue("s.seqrelid") + `,
 	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
@@ -196,12 +206,12 @@ LEFT JOIN pg_depend id ON a.attidentity <> '' AND id.refclassid = 'pg_class'::re
 LEFT JOIN pg_sequence s ON s.seqrelid = id.objid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'c')
 	AND a.attnum > 0 AND NOT a.attisdropped
-	AND (NOT c.relispartition OR a.attislocal)
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 ORDER BY a.attrelid, a.attnum`
 
 // Table constraints declared on the table itself: copies inherited by
-// partitions are not local. Constraint triggers ('t') are triggers in the
+// partitions are not local, except a partition's keys, which are attached
+// to the parent's and named on their own. Constraint triggers ('t') are triggers in the
 // model, and NOT NULL is a column property. The second column is the index
 // a key or exclusion constraint owns (a foreign key's conindid is the
 // referenced key's index instead).
@@ -215,6 +225,8 @@ SELECT k.oid, CASE WHEN k.contype IN ('p', 'u', 'x') THEN k.conindid ELSE 0 END,
 	ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY u(attnum, i)
 		JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.i),
 	k.confrelid <> 0, COALESCE(rn.nspname, ''), COALESCE(rc.relname, ''),
+	k.contype IN ('p', 'u', 'x') AND NOT COALESCE(kx.indisvalid, true),
+	COALESCE(pk.conname, ''),
 	` + commentOn("pg_constraint", "k.oid", "0") + `
 FROM pg_constraint k
 JOIN pg_class c ON c.oid = k.conrelid
@@ -222,26 +234,32 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_class rc ON rc.oid = k.confrelid
 LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 LEFT JOIN pg_class ki ON ki.oid = k.conindid
-WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND k.conislocal
+LEFT JOIN pg_index kx ON kx.indexrelid = k.conindid
+LEFT JOIN pg_constraint pk ON pk.oid = k.conparentid AND k.contype IN ('p', 'u', 'x')
+WHERE n.nspname = ANY($1) AND k.conrelid <> 0 AND (k.conislocal OR pk.oid IS NOT NULL)
 	AND k.contype IN ('p', 'u', 'c', 'f', 'x')
 	AND ` + notExtensionMember("pg_class", "c.oid")
 
-// Indexes that a constraint owns are the constraint's; index partitions
-// attached to a parent index are created by the parent.
+// Indexes that a constraint owns are the constraint's. An index partition
+// names the index it is attached to.
 var indexesQuery = `
-SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid),
+SELECT i.indexrelid, n.nspname, c.relname, ic.relname, pg_get_indexdef(i.indexrelid), NOT i.indisvalid,
+	pi.oid IS NOT NULL, COALESCE(pin.nspname, ''), COALESCE(pi.relname, ''),
+	ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attnum > 0 ORDER BY a.attnum),
 	` + commentOn("pg_class", "i.indexrelid", "0") + `
 FROM pg_index i
 JOIN pg_class ic ON ic.oid = i.indexrelid
 JOIN pg_class c ON c.oid = i.indrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_inherits h ON h.inhrelid = i.indexrelid
+LEFT JOIN pg_class pi ON pi.oid = h.inhparent
+LEFT JOIN pg_namespace pin ON pin.oid = pi.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm')
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 	AND ` + notExtensionMember("pg_class", "i.indexrelid") + `
 	AND NOT EXISTS (SELECT FROM pg_depend d
 		WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid
-			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')
-	AND NOT EXISTS (SELECT FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)`
+			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')`
 
 var functionsQuery = `
 SELECT p.oid, n.nspname, p.proname, p.prokind = 'p', pg_get_function_identity_arguments(p.oid),
@@ -270,7 +288,7 @@ WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgparentid = 0
 // rewrite rule, a column default, an array type, ...), and drops the rest.
 const depsQuery = `
 SELECT DISTINCT d.classid::regclass::text, d.objid, d.objsubid,
-	d.refclassid::regclass::text, d.refobjid, d.refobjsubid
+	d.refclassid::regclass::text, d.refobjid, d.refobjsubid, d.deptype = 'n'
 FROM pg_depend d
 WHERE d.deptype IN ('n', 'a', 'i') AND d.objid >= 16384
 	AND (d.refobjid >= 16384 OR d.refclassid = 'pg_namespace'::regclass)`
@@ -448,3 +466,32 @@ FROM pg_attribute a JOIN pg_index i ON i.indexrelid = a.attrelid
 JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_namespace n ON n.oid = ic.relnamespace
 WHERE n.nspname = ANY($1) AND COALESCE(a.attstattarget, -1) <> -1
 	AND ` + notExtensionMember("pg_class", "i.indrelid")
+
+// outsideQuery describes the objects ($1 catalogs, $2 oids, $3 sub-ids)
+// that depend on the model without being part of it, and names the schema
+// each lives in: its own, or its relation's for a rule, default or trigger,
+// or its operator family's for an operator family's member (empty for an
+// object in no schema, such as a cast). A view's rule is described as the
+// view.
+const outsideQuery = `
+SELECT u.i,
+	CASE WHEN u.cat = 'pg_rewrite'::regclass
+		THEN (SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r WHERE r.oid = u.objid)
+		ELSE pg_describe_object(u.cat, u.objid, u.objsubid) END,
+	COALESCE((pg_identify_object(u.cat, u.objid, u.objsubid)).schema,
+		(SELECT n.nspname FROM pg_namespace n WHERE n.oid = CASE u.cat
+			WHEN 'pg_rewrite'::regclass THEN (SELECT c.relnamespace FROM pg_rewrite r
+				JOIN pg_class c ON c.oid = r.ev_class WHERE r.oid = u.objid)
+			WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a
+				JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = u.objid)
+			WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger g
+				JOIN pg_class c ON c.oid = g.tgrelid WHERE g.oid = u.objid)
+			WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p
+				JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = u.objid)
+			WHEN 'pg_amop'::regclass THEN (SELECT f.opfnamespace FROM pg_amop o
+				JOIN pg_opfamily f ON f.oid = o.amopfamily WHERE o.oid = u.objid)
+			WHEN 'pg_amproc'::regclass THEN (SELECT f.opfnamespace FROM pg_amproc o
+				JOIN pg_opfamily f ON f.oid = o.amprocfamily WHERE o.oid = u.objid)
+			END), '')
+FROM (SELECT c::regclass AS cat, o AS objid, s AS objsubid, i
+	FROM unnest($1::text[], $2::oid[], $3::int[]) WITH ORDINALITY AS x(c, o, s, i)) u`

@@ -7,6 +7,10 @@ package catalog
 // two models are compared field by field, never by parsing SQL.
 //
 // Identifiers in the model are raw (unquoted) names; the diff quotes them.
+//
+// A few fields are data, not schema (a sequence's last value): they inform
+// hazards, are never compared, and are left out of the model's JSON, which
+// fingerprints the schema.
 
 // Kind names a kind of database object ptah manages.
 type Kind string
@@ -62,6 +66,17 @@ type Model struct {
 	// that implements a constraint is the constraint. Dependencies on
 	// objects outside the model (pg_catalog, other schemas) are dropped.
 	Deps []Dep
+	// Outside are the objects outside the managed schemas that depend on
+	// an object of the model: ptah cannot drop or change such an object,
+	// since PostgreSQL would refuse to (see Diff).
+	Outside []OutsideDep
+}
+
+// OutsideDep says Object, which is outside the managed schemas (as
+// PostgreSQL describes it, e.g. "view other.v"), depends on RefObject.
+type OutsideDep struct {
+	Object    string
+	RefObject ID
 }
 
 // Dep says Object depends on RefObject: RefObject must exist before Object is
@@ -138,6 +153,9 @@ type Sequence struct {
 	Options  SequenceOptions
 	OwnedBy  *ColumnRef // OWNED BY, nil when none
 	Comment  string
+	// LastValue is the value the sequence last handed out; nil when it has
+	// handed out none yet, or it cannot be read (see lastValue).
+	LastValue *int64 `json:"-"`
 }
 
 // SequenceOptions are the parameters of a sequence, as pg_sequence stores them.
@@ -164,7 +182,7 @@ type Table struct {
 	Schema         string
 	Name           string
 	Unlogged       bool
-	Columns        []Column // in attnum order; a partition lists only its local columns
+	Columns        []Column // in attnum order; a partition lists its parent's (see diff_partition.go)
 	PartitionKey   string   // pg_get_partkeydef, "" when not partitioned, e.g. "RANGE (created_at)"
 	PartitionOf    *ObjectName
 	PartitionBound string // pg_get_expr(relpartbound), e.g. "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')" or "DEFAULT"
@@ -216,6 +234,8 @@ type Column struct {
 	Identity        string           // "" , "a" (ALWAYS) or "d" (BY DEFAULT)
 	IdentityOptions *SequenceOptions // the identity sequence's parameters, when Identity != ""
 	Comment         string
+	// IdentityLastValue is the identity sequence's LastValue.
+	IdentityLastValue *int64 `json:"-"`
 }
 
 // ConstraintType is pg_constraint.contype.
@@ -245,18 +265,38 @@ type Constraint struct {
 	Columns []string
 	// RefTable is the referenced table of a foreign key.
 	RefTable *ObjectName
-	Comment  string
+	// Parent is, for the key or exclusion constraint of a partition that is
+	// attached to its parent's (conparentid), the name of the parent table's
+	// constraint. Such a constraint is listed though it is not local: its
+	// name is declared (pg_dump declares it).
+	Parent string
+	// Invalid: the index of a key or exclusion constraint is not valid
+	// (pg_index.indisvalid), which only a failed or unfinished build leaves.
+	Invalid bool
+	Comment string
 }
 
 // Index is an index that does not implement a constraint (those belong to
-// their Constraint). Indexes on partitions that are attached to a parent
-// index are not listed: the parent creates them.
+// their Constraint). The index of a partition that is attached to its
+// parent's index is listed too, with Parent set: its name and storage
+// parameters are its own.
 type Index struct {
 	Schema     string
 	Table      string // the table or materialized view it is on
 	Name       string
 	Definition string // pg_get_indexdef, e.g. "CREATE UNIQUE INDEX i ON public.t USING btree (a) WHERE (b > 0)"
-	Comment    string
+	// Parent is the partitioned index this one is attached to, nil when none.
+	Parent *ObjectName
+	// Columns are the index's own column names (a table column's name, or
+	// one PostgreSQL made up for an expression, e.g. "lower" or "expr"),
+	// included columns too: what PostgreSQL names the copies it makes of a
+	// partitioned index after.
+	Columns []string
+	// Invalid: pg_index.indisvalid is false, as a failed CREATE INDEX
+	// CONCURRENTLY leaves an index. Queries do not use it and a unique one
+	// enforces nothing; a declared index is never invalid.
+	Invalid bool
+	Comment string
 }
 
 // View is a view or a materialized view.

@@ -70,11 +70,17 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if devServer == "" {
 		devServer = req.TargetURL
 	}
-	desired, err := LoadDesired(ctx, devServer, req.Files, req.Schemas)
-	if err != nil {
-		return nil, err
-	}
-	stmts, err := Diff(live, desired)
+	// The plan is computed while the dev database is there, to check with
+	// the server what the model cannot tell (checkCasts).
+	var stmts []postgres.Statement
+	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, func(dev *pgx.Conn, desired *Model) error {
+		planned, casts, err := diff(live, desired)
+		if err != nil {
+			return err
+		}
+		stmts = planned
+		return checkCasts(ctx, dev, casts)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +188,13 @@ func where(err error, place string) error {
 // LoadDesired creates a temporary dev database on the server at serverURL,
 // runs the declared files in it, inspects it and drops it.
 func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string) (*Model, error) {
+	return loadDesired(ctx, serverURL, files, schemas, nil)
+}
+
+// loadDesired is LoadDesired, calling then (when not nil) with the dev
+// database and its model before the dev database is dropped.
+func loadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string,
+	then func(dev *pgx.Conn, desired *Model) error) (*Model, error) {
 	admin, err := postgres.Connect(ctx, serverURL)
 	if err != nil {
 		return nil, err
@@ -219,6 +232,11 @@ func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, sche
 	m, err := Inspect(ctx, dev, schemas)
 	if err != nil {
 		return nil, where(err, "declared schema")
+	}
+	if then != nil {
+		if err := then(dev, m); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
