@@ -530,18 +530,20 @@ func (srv *server) comparisons() string {
 }
 
 // findPgDump returns the pg_dump whose major is the smallest not below
-// major, among the one beside the server binaries, the one on PATH and
-// Debian's /usr/lib/postgresql/<major>/bin; "" when there is none.
+// major, among the one beside the server binaries, Debian's in
+// /usr/lib/postgresql/<major>/bin and the one on PATH (in that order of
+// preference: Debian's on PATH is a Perl wrapper that costs every call a
+// Perl start); "" when there is none.
 func findPgDump(major int) string {
 	var candidates []string
 	if bin, err := pgserver.FindBinDir(); err == nil {
 		candidates = append(candidates, filepath.Join(bin, "pg_dump"))
 	}
+	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+	candidates = append(candidates, debian...)
 	if p, err := exec.LookPath("pg_dump"); err == nil {
 		candidates = append(candidates, p)
 	}
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
-	candidates = append(candidates, debian...)
 	best, bestMajor := "", 0
 	for _, p := range candidates {
 		out, err := exec.Command(p, "--version").Output()
