@@ -51,6 +51,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -219,13 +220,15 @@ func TestAcceptanceCaseCount(t *testing.T) {
 }
 
 // TestAcceptanceCasesLoad checks that every case's SQL is valid PostgreSQL:
-// old.sql and new.sql (each after setup.sql) load into a fresh database, each
-// in a transaction that is rolled back, so one database serves both. The old
-// and new schemas of a noop_* case must also compare equal, by what does not
-// depend on ptah (describeQuery, pg_dump): a no-op case that is not one is
-// the case's fault.
+// old.sql and new.sql (each after setup.sql) load into a database, each in a
+// transaction that is rolled back, so that one database serves case after
+// case (one per case running at a time). The old and new schemas of a
+// noop_* case must also compare equal, by what does not depend on ptah
+// (describeQuery, pg_dump): a no-op case that is not one is the case's
+// fault.
 func TestAcceptanceCasesLoad(t *testing.T) {
 	srv := suiteServer(t)
+	scratch := newScratchPool(t)
 	for _, c := range loadCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
@@ -245,14 +248,67 @@ func TestAcceptanceCasesLoad(t *testing.T) {
 				compareStates(t, "a no-op case whose schemas differ, old (-) vs new (+)", states[0], states[1])
 				return
 			}
-			conn := connect(ctx, t, pgtest.NewDB(t))
-			defer conn.Close(context.Background())
+			conn := scratch.get(ctx, t)
+			defer scratch.put(conn)
 			for _, file := range []struct{ name, sql string }{{"old.sql", c.Old}, {"new.sql", c.New}} {
-				execFile(ctx, t, conn, "setup.sql then "+file.name,
-					"BEGIN;\n"+c.Setup+"\n;\n"+file.sql+"\n;\nROLLBACK;")
+				if _, err := conn.Exec(ctx, "BEGIN;\n"+c.Setup+"\n;\n"+file.sql+"\n;\nROLLBACK;"); err != nil {
+					// A failed statement leaves the transaction open, aborted.
+					_, _ = conn.Exec(ctx, "ROLLBACK")
+					t.Fatalf("loading setup.sql then %s: %v", file.name, err)
+				}
 			}
 		})
 	}
+}
+
+// scratchPool hands out sessions on scratch databases the parent test owns:
+// a case that only runs SQL in a transaction it rolls back leaves its
+// database as it found it, for the next case.
+type scratchPool struct {
+	parent *testing.T
+	idle   chan *pgx.Conn
+}
+
+// newScratchPool creates one scratch database per case that may run at once.
+func newScratchPool(t *testing.T) *scratchPool {
+	t.Helper()
+	n := 1
+	if f := flag.Lookup("test.parallel"); f != nil {
+		n, _ = strconv.Atoi(f.Value.String())
+	}
+	p := &scratchPool{parent: t, idle: make(chan *pgx.Conn, n)}
+	ctx := context.Background()
+	for range n {
+		url := pgtest.NewDB(t)
+		conn := connect(ctx, t, url)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		p.idle <- conn
+	}
+	return p
+}
+
+func (p *scratchPool) get(ctx context.Context, t *testing.T) *pgx.Conn {
+	t.Helper()
+	select {
+	case conn := <-p.idle:
+		return conn
+	case <-ctx.Done():
+		t.Fatal("no scratch database came free")
+		return nil
+	}
+}
+
+// put gives a session back; one that broke (a timeout closes it) is
+// replaced by a new session on the same database.
+func (p *scratchPool) put(conn *pgx.Conn) {
+	if conn.IsClosed() {
+		url := conn.Config().ConnString()
+		if fresh, err := pgx.Connect(context.Background(), url); err == nil {
+			conn = fresh
+			p.parent.Cleanup(func() { fresh.Close(context.Background()) })
+		}
+	}
+	p.idle <- conn
 }
 
 func TestAcceptance(t *testing.T) {
