@@ -219,6 +219,28 @@ func TestAcceptanceCaseCount(t *testing.T) {
 	}
 }
 
+// A minversion file holds one major; a case says nothing else with it.
+func TestAcceptanceCaseMinVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		minversion string
+		want       int // 0: a parse error
+	}{{"18\n", 18}, {"# temporal keys\n17\n", 17}, {"eighteen\n", 0}, {"17\n18\n", 0}, {"\n", 0}} {
+		path := filepath.Join(dir, "case.txtar")
+		data := "A case.\n-- minversion --\n" + tc.minversion + "-- new.sql --\nCREATE TABLE t (a int);\n"
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseCase(path)
+		switch {
+		case tc.want == 0 && err == nil:
+			t.Errorf("minversion %q parsed as %d, want an error", tc.minversion, c.MinVersion)
+		case tc.want != 0 && (err != nil || c.MinVersion != tc.want):
+			t.Errorf("minversion %q: %d, %v; want %d", tc.minversion, c.MinVersion, err, tc.want)
+		}
+	}
+}
+
 // TestAcceptanceCasesLoad checks that every case's SQL is valid PostgreSQL:
 // old.sql and new.sql (each after setup.sql) load into a database, each in a
 // transaction that is rolled back, so that one database serves case after
