@@ -17,10 +17,11 @@ STATICCHECK  ?= v0.8.2
 PG_CACHE    ?= .cache/pg
 PG_RELEASES := 14.23.0-beta.17 15.18.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17
 NPM         ?= npm
-# The majors test-versions runs the catalog acceptance suite and the
-# runner's tests on, each against a server of that major; test covers the
-# default server (PTAH_TEST_PG_BINDIR, else initdb on PATH, else the newest
-# /usr/lib/postgresql/<major>: 15 on Debian 12).
+# The majors test-versions runs the catalog package's tests (the acceptance
+# suite and the inspection tests) and the runner's tests on, each against a
+# server of that major; test covers the default server (PTAH_TEST_PG_BINDIR,
+# else initdb on PATH, else the newest /usr/lib/postgresql/<major>: 15 on
+# Debian 12).
 TEST_MAJORS ?= 14 16 17 18
 
 .PHONY: all build test test-versions lint demo bench clean pg-versions
@@ -34,17 +35,17 @@ test:
 	$(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 ./...
 
 # Per major, the two packages run side by side: the runner's tests mostly
-# wait (for crashed sessions, locks, timeouts) while the acceptance suite
-# keeps the server busy.
+# wait (for crashed sessions, locks, timeouts) while the catalog's keep the
+# server busy.
 test-versions: pg-versions
 	@set -e; for major in $(TEST_MAJORS); do \
 		bindir="$(abspath $(PG_CACHE))/$$major/bin"; \
 		echo "test-versions: PostgreSQL $$major ($$bindir)"; \
 		PTAH_TEST_PG_BINDIR="$$bindir" $(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 \
-			-run 'Acceptance' ./internal/postgres/catalog/ & acceptance=$$!; \
+			./internal/postgres/catalog/ & catalog=$$!; \
 		runner=0; PTAH_TEST_PG_BINDIR="$$bindir" $(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 \
 			./internal/runner/ || runner=$$?; \
-		wait $$acceptance && [ $$runner -eq 0 ] || { echo "test-versions: PostgreSQL $$major failed" >&2; exit 1; }; \
+		wait $$catalog && [ $$runner -eq 0 ] || { echo "test-versions: PostgreSQL $$major failed" >&2; exit 1; }; \
 	done
 
 lint:
