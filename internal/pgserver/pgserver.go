@@ -31,14 +31,29 @@ type Server struct {
 	cred   *syscall.Credential
 }
 
+// EnvBinDir names the variable that chooses the server binaries: a
+// directory holding initdb, pg_ctl and postgres, such as a major installed by
+// `make pg-versions` (.cache/pg/<major>/bin).
+const EnvBinDir = "PTAH_TEST_PG_BINDIR"
+
 // ErrNoBinaries is returned when no PostgreSQL server binaries can be found.
 var ErrNoBinaries = errors.New("no PostgreSQL server binaries found: install them " +
 	"(Debian/Ubuntu: apt-get install postgresql) or put initdb and pg_ctl on PATH, " +
+	"or set " + EnvBinDir + " to a directory holding them (make pg-versions installs one per major), " +
 	"or point PTAH_TEST_DATABASE_URL at a server where this role may create databases")
 
-// FindBinDir returns the directory holding initdb and pg_ctl: PATH first,
-// then the newest /usr/lib/postgresql/<major>/bin.
+// FindBinDir returns the directory holding initdb and pg_ctl: the one
+// PTAH_TEST_PG_BINDIR names, else PATH, else the newest
+// /usr/lib/postgresql/<major>/bin.
 func FindBinDir() (string, error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return "", fmt.Errorf("%s=%s: %w", EnvBinDir, dir, err)
+			}
+		}
+		return filepath.Abs(dir)
+	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		// Distributions link initdb onto PATH; the other binaries (pg_dump
 		// of the same major) sit beside the real file.
@@ -86,6 +101,10 @@ func Start() (*Server, error) {
 			return nil, err
 		}
 		s.cred = cred
+		if err := usableBy(bin, cred); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("handing %s to the server user: %w", dir, err)
@@ -154,4 +173,56 @@ func unprivileged() (*syscall.Credential, error) {
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("running as root, and initdb refuses root: no 'postgres' or 'nobody' user to run the server as")
+}
+
+// usableBy checks that the server user can reach and run the binaries in
+// bin: initdb and the server run as that user, and a directory under a
+// root-only home (or an install without a+rX) fails with a bare
+// "permission denied" otherwise.
+func usableBy(bin string, cred *syscall.Credential) error {
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return err
+	}
+	hint := fmt.Sprintf("the server runs as uid %d, which cannot %%s %%s: make the binaries and every directory above them readable and searchable by it (chmod a+rX), or install them elsewhere", cred.Uid)
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		if !permits(dir, cred, 1) {
+			return fmt.Errorf(hint, "enter", dir)
+		}
+		if dir == "/" {
+			break
+		}
+	}
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		p := filepath.Join(real, name)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if !permits(p, cred, 5) {
+			return fmt.Errorf(hint, "run", p)
+		}
+	}
+	if !permits(real, cred, 5) {
+		return fmt.Errorf(hint, "read", real)
+	}
+	return nil
+}
+
+// permits reports whether the user cred may access path with the
+// permission bits want (4 read, 2 write, 1 execute/search), going by the
+// mode's owner, group or other bits as the kernel does (supplementary
+// groups aside).
+func permits(path string, cred *syscall.Credential, want uint32) bool {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return false
+	}
+	perm := st.Mode & 0o777
+	switch {
+	case st.Uid == cred.Uid:
+		perm >>= 6
+	case st.Gid == cred.Gid:
+		perm >>= 3
+	}
+	return perm&want == want
 }

@@ -31,6 +31,10 @@ var (
 	baseURL string // a URL whose database part is replaced per test
 	initErr error
 	counter atomic.Int64
+	// admins holds idle connections to the maintenance database, reused to
+	// create and drop the tests' databases: a connection costs the server a
+	// process, which is a good part of what a small test costs it.
+	admins = make(chan *pgx.Conn, 8)
 )
 
 // Main runs the tests, then the after functions, and stops the server they
@@ -39,6 +43,14 @@ func Main(m *testing.M, after ...func()) {
 	code := m.Run()
 	for _, f := range after {
 		f()
+	}
+	for done := false; !done; {
+		select {
+		case conn := <-admins:
+			conn.Close(context.Background())
+		default:
+			done = true
+		}
 	}
 	if server != nil {
 		if err := server.Stop(); err != nil {
@@ -78,21 +90,41 @@ func NewDB(t testing.TB) string {
 	t.Helper()
 	base := BaseURL(t)
 	name := fmt.Sprintf("ptahtest_%d_%d", os.Getpid(), counter.Add(1))
-	Exec(t, base, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name))
+	if err := admin(base, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		t.Fatalf("creating the test's database: %v", err)
+	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Logf("dropping %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := admin(base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Logf("dropping %s: %v", name, err)
 		}
 	})
 	return WithDatabase(t, base, name)
+}
+
+// admin runs sql on an idle connection to the maintenance database at
+// base, or a new one, and keeps the connection for the next caller.
+func admin(base, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var conn *pgx.Conn
+	select {
+	case conn = <-admins:
+	default:
+		var err error
+		if conn, err = pgx.Connect(ctx, base); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		conn.Close(context.Background())
+		return err
+	}
+	select {
+	case admins <- conn:
+	default:
+		conn.Close(ctx)
+	}
+	return nil
 }
 
 // WithDatabase returns u with its database replaced by db.

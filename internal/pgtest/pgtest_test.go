@@ -27,3 +27,25 @@ func TestNewDBIsFreshAndSeparate(t *testing.T) {
 		t.Fatalf("database b sees %d tables created in a", n)
 	}
 }
+
+// Creating and dropping the tests' databases reuses one connection to the
+// maintenance database instead of starting a server process each time.
+func TestNewDBReusesTheAdminConnection(t *testing.T) {
+	pid := func() uint32 {
+		t.Helper()
+		select {
+		case conn := <-admins:
+			admins <- conn
+			return conn.PgConn().PID()
+		default:
+			t.Fatal("no idle admin connection after NewDB")
+			return 0
+		}
+	}
+	t.Run("first", func(t *testing.T) { NewDB(t) })
+	first := pid()
+	t.Run("second", func(t *testing.T) { NewDB(t) })
+	if again := pid(); again != first {
+		t.Errorf("the second database was created and dropped on backend %d, the first on %d", again, first)
+	}
+}

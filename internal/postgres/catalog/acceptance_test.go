@@ -3,10 +3,23 @@ package catalog_test
 // The acceptance suite: each case under testdata/acceptance is a pair of
 // schemas (old, new). The harness builds a database from old, plans against
 // new, applies the plan as ptah does (Writer.Execute: one transaction, or an
-// enum phase and then one transaction), and proves convergence two ways: a
-// second plan is empty, and pg_dump --schema-only of the migrated database
-// equals that of a fresh database built from new. The hazards of each plan
-// are asserted too.
+// enum phase and then one transaction), and proves convergence: the model
+// Inspect reads from the migrated database has nothing left to change
+// (Diff against the plan's desired model is empty), and the migrated
+// database equals a fresh one built from new, compared three ways:
+//
+//   - ptah's inspected models are equal, every field, not only those the
+//     diff compares (the fresh database's model is the plan's desired one,
+//     read from the dev database, which new.sql built the same way: what
+//     setup.sql adds lies outside the managed scope);
+//   - describeQuery, the suite's own reading of the catalog, which does not
+//     share the catalog package's queries, finds the same objects;
+//   - pg_dump --schema-only prints the same, when a pg_dump that reads the
+//     server's major is installed (pg_dump refuses servers newer than
+//     itself; the one on PATH or in /usr/lib/postgresql/<major>/bin with
+//     the smallest major not below the server's is used).
+//
+// The hazards of each plan are asserted too.
 //
 // Case format (txtar): the comment is a one-line description, then
 //
@@ -21,25 +34,35 @@ package catalog_test
 //	error        optional: PlanSchema must fail, and its error must contain
 //	             every line of this file; nothing is applied
 //	destructive  optional marker: the plan must be flagged destructive
+//	minversion   optional: the oldest PostgreSQL major the case runs on
+//	             (e.g. 18 for a feature 18 added); on older servers it is
+//	             skipped
 //
 // A case named noop_* must plan nothing (and its old and new schemas must
-// dump the same); any other case must plan at least one statement.
+// compare equal); any other case must plan at least one statement.
 //
 // Run it with
 //
 //	go test ./internal/postgres/catalog/ -run 'Acceptance' -parallel 8
 //	go test ./internal/postgres/catalog/ -run 'TestAcceptance/enum_' -v
+//	PTAH_TEST_PG_BINDIR=$PWD/.cache/pg/18/bin go test ./internal/postgres/catalog/ -run 'Acceptance' -parallel 8
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +98,7 @@ type acceptanceCase struct {
 	Schemas     []string
 	Errors      []string // substrings the PlanSchema error must contain
 	Destructive bool
+	MinVersion  int // the oldest server major the case runs on; 0: any
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -138,6 +162,13 @@ func parseCase(path string) (acceptanceCase, error) {
 			}
 		case "destructive":
 			c.Destructive = true
+		case "minversion":
+			l := lines(data)
+			v, err := strconv.Atoi(strings.Join(l, ""))
+			if len(l) != 1 || err != nil || v < 10 {
+				return c, fmt.Errorf("minversion must hold one PostgreSQL major, such as 18; have %q", data)
+			}
+			c.MinVersion = v
 		default:
 			return c, fmt.Errorf("unknown file %s", f.Name)
 		}
@@ -188,55 +219,145 @@ func TestAcceptanceCaseCount(t *testing.T) {
 	}
 }
 
+// A minversion file holds one major; a case says nothing else with it.
+func TestAcceptanceCaseMinVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		minversion string
+		want       int // 0: a parse error
+	}{{"18\n", 18}, {"# temporal keys\n17\n", 17}, {"eighteen\n", 0}, {"17\n18\n", 0}, {"\n", 0}} {
+		path := filepath.Join(dir, "case.txtar")
+		data := "A case.\n-- minversion --\n" + tc.minversion + "-- new.sql --\nCREATE TABLE t (a int);\n"
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseCase(path)
+		switch {
+		case tc.want == 0 && err == nil:
+			t.Errorf("minversion %q parsed as %d, want an error", tc.minversion, c.MinVersion)
+		case tc.want != 0 && (err != nil || c.MinVersion != tc.want):
+			t.Errorf("minversion %q: %d, %v; want %d", tc.minversion, c.MinVersion, err, tc.want)
+		}
+	}
+}
+
 // TestAcceptanceCasesLoad checks that every case's SQL is valid PostgreSQL:
-// old.sql and new.sql (each after setup.sql) load into a fresh database, each
-// in a transaction that is rolled back, so one database serves both. The old
-// and new schemas of a noop_* case must also dump the same.
+// old.sql and new.sql (each after setup.sql) load into a database, each in a
+// transaction that is rolled back, so that one database serves case after
+// case (one per case running at a time). The old and new schemas of a
+// noop_* case must also compare equal, by what does not depend on ptah
+// (describeQuery, pg_dump): a no-op case that is not one is the case's
+// fault.
 func TestAcceptanceCasesLoad(t *testing.T) {
+	srv := suiteServer(t)
+	scratch := newScratchPool(t)
 	for _, c := range loadCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
+			srv.skipIfTooOld(t, c)
+			ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+			defer cancel()
 			if strings.HasPrefix(c.Name, "noop_") {
-				var dbs []string
+				var states []schemaState
 				for _, file := range []struct{ name, sql string }{{"old.sql", c.Old}, {"new.sql", c.New}} {
 					db := pgtest.NewDB(t)
-					execFile(t, db, "setup.sql", c.Setup)
-					execFile(t, db, file.name, file.sql)
-					dbs = append(dbs, db)
+					conn := connect(ctx, t, db)
+					defer conn.Close(context.Background())
+					execFile(ctx, t, conn, "setup.sql", c.Setup)
+					execFile(ctx, t, conn, file.name, file.sql)
+					states = append(states, srv.readState(ctx, t, conn, db, nil))
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-				defer cancel()
-				if o, n := schemaDump(ctx, t, dbs[0]), schemaDump(ctx, t, dbs[1]); o != n {
-					t.Errorf("a no-op case whose schemas differ, old (-) vs new (+):\n%s", lineDiff(o, n))
-				}
+				compareStates(t, "a no-op case whose schemas differ, old (-) vs new (+)", states[0], states[1])
 				return
 			}
-			db := pgtest.NewDB(t)
+			conn := scratch.get(ctx, t)
+			defer scratch.put(conn)
 			for _, file := range []struct{ name, sql string }{{"old.sql", c.Old}, {"new.sql", c.New}} {
-				execFile(t, db, "setup.sql then "+file.name,
-					"BEGIN;\n"+c.Setup+"\n;\n"+file.sql+"\n;\nROLLBACK;")
+				if _, err := conn.Exec(ctx, "BEGIN;\n"+c.Setup+"\n;\n"+file.sql+"\n;\nROLLBACK;"); err != nil {
+					// A failed statement leaves the transaction open, aborted.
+					_, _ = conn.Exec(ctx, "ROLLBACK")
+					t.Fatalf("loading setup.sql then %s: %v", file.name, err)
+				}
 			}
 		})
 	}
+}
+
+// scratchPool hands out sessions on scratch databases the parent test owns:
+// a case that only runs SQL in a transaction it rolls back leaves its
+// database as it found it, for the next case.
+type scratchPool struct {
+	parent *testing.T
+	idle   chan *pgx.Conn
+}
+
+// newScratchPool creates one scratch database per case that may run at once.
+func newScratchPool(t *testing.T) *scratchPool {
+	t.Helper()
+	n := 1
+	if f := flag.Lookup("test.parallel"); f != nil {
+		n, _ = strconv.Atoi(f.Value.String())
+	}
+	p := &scratchPool{parent: t, idle: make(chan *pgx.Conn, n)}
+	ctx := context.Background()
+	for range n {
+		url := pgtest.NewDB(t)
+		conn := connect(ctx, t, url)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		p.idle <- conn
+	}
+	return p
+}
+
+func (p *scratchPool) get(ctx context.Context, t *testing.T) *pgx.Conn {
+	t.Helper()
+	select {
+	case conn := <-p.idle:
+		return conn
+	case <-ctx.Done():
+		t.Fatal("no scratch database came free")
+		return nil
+	}
+}
+
+// put gives a session back; one that broke (a timeout closes it) is
+// replaced by a new session on the same database.
+func (p *scratchPool) put(conn *pgx.Conn) {
+	if conn.IsClosed() {
+		url := conn.Config().ConnString()
+		if fresh, err := pgx.Connect(context.Background(), url); err == nil {
+			conn = fresh
+			p.parent.Cleanup(func() { fresh.Close(context.Background()) })
+		}
+	}
+	p.idle <- conn
 }
 
 func TestAcceptance(t *testing.T) {
+	srv := suiteServer(t)
+	t.Logf("PostgreSQL %d; %s", srv.major, srv.comparisons())
 	for _, c := range loadCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
-			runCase(t, c)
+			srv.skipIfTooOld(t, c)
+			srv.runCase(t, c)
 		})
 	}
 }
 
-func runCase(t *testing.T, c acceptanceCase) {
+// runCase runs one case. It holds one session on the target and one on the
+// fresh database, and plans once: every server process and database costs
+// the server more than what the case does with it.
+func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
 
 	// 1. The target, as it is before the plan.
 	target := pgtest.NewDB(t)
-	execFile(t, target, "setup.sql", c.Setup)
-	execFile(t, target, "old.sql", c.Old)
+	conn := connect(ctx, t, target)
+	defer conn.Close(context.Background())
+	execFile(ctx, t, conn, "setup.sql", c.Setup)
+	execFile(ctx, t, conn, "old.sql", c.Old)
 
 	// 2. Plan.
 	req := catalog.PlanRequest{
@@ -245,12 +366,12 @@ func runCase(t *testing.T, c acceptanceCase) {
 		Schemas:     c.Schemas,
 		LockTimeout: 5 * time.Second,
 	}
-	plan, err := planSchema(ctx, req)
+	obs, err := observe(ctx, req)
 
 	// 3. Refusals, hazards, destructive.
 	if len(c.Errors) > 0 {
 		if err == nil {
-			t.Fatalf("PlanSchema succeeded, want an error containing %q; plan:\n%s", c.Errors, plan.Script())
+			t.Fatalf("PlanSchema succeeded, want an error containing %q; plan:\n%s", c.Errors, obs.Plan.Script())
 		}
 		var pe *panicError
 		if errors.As(err, &pe) {
@@ -266,6 +387,7 @@ func runCase(t *testing.T, c acceptanceCase) {
 	if err != nil {
 		t.Fatalf("PlanSchema: %v", err)
 	}
+	plan := obs.Plan
 	if got := planHazards(plan); !equalStrings(got, c.Hazards) {
 		t.Errorf("plan hazards = %s, want %s\nplan:\n%s", fmtSet(got), fmtSet(c.Hazards), plan.Script())
 	}
@@ -281,26 +403,32 @@ func runCase(t *testing.T, c acceptanceCase) {
 	}
 
 	// 4. Apply, as ptah does.
-	apply(ctx, t, target, plan)
+	apply(ctx, t, conn, target, plan)
 
-	// 5. Re-plan: nothing left to do.
-	again, err := planSchema(ctx, req)
+	// 5. Nothing left to do: the migrated database, inspected again, has
+	// nothing to change to reach the desired model this plan was made from.
+	// (Planning again would only read the same declared files into another
+	// dev database.)
+	migrated := srv.readState(ctx, t, conn, target, c.Schemas)
+	again, err := diff(migrated.model, obs.Desired)
 	if err != nil {
 		t.Fatalf("re-plan after apply: %v", err)
 	}
-	if len(again.Statements) > 0 {
+	if len(again) > 0 {
 		t.Errorf("re-plan after apply is not empty (%d statements):\n%s\nfirst plan was:\n%s",
-			len(again.Statements), again.Script(), plan.Script())
+			len(again), (&postgres.Plan{Statements: again}).Script(), plan.Script())
 	}
 
-	// 6. The migrated database dumps like one built from the declaration.
+	// 6. The migrated database is the one a fresh build from the declaration gives.
 	fresh := pgtest.NewDB(t)
-	execFile(t, fresh, "setup.sql", c.Setup)
-	execFile(t, fresh, "new.sql", c.New)
-	got, want := schemaDump(ctx, t, target), schemaDump(ctx, t, fresh)
-	if got != want {
-		t.Errorf("pg_dump of the migrated database (-) differs from a fresh one built from new.sql (+):\n%s\nplan was:\n%s",
-			lineDiff(got, want), plan.Script())
+	freshConn := connect(ctx, t, fresh)
+	defer freshConn.Close(context.Background())
+	execFile(ctx, t, freshConn, "setup.sql", c.Setup)
+	execFile(ctx, t, freshConn, "new.sql", c.New)
+	built := srv.readState(ctx, t, freshConn, fresh, nil)
+	built.model = obs.Desired
+	if compareStates(t, "the migrated database (-) differs from a fresh one built from new.sql (+)", migrated, built) {
+		t.Logf("plan was:\n%s", plan.Script())
 	}
 }
 
@@ -308,15 +436,25 @@ type panicError struct{ msg string }
 
 func (e *panicError) Error() string { return e.msg }
 
-// planSchema calls PlanSchema, turning a panic into an error so that one
-// broken case does not take the whole suite down.
-func planSchema(ctx context.Context, req catalog.PlanRequest) (p *postgres.Plan, err error) {
+// observe calls Observe (PlanSchema, keeping the models), turning a panic
+// into an error so that one broken case does not take the whole suite down.
+func observe(ctx context.Context, req catalog.PlanRequest) (o *catalog.Observation, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			p, err = nil, &panicError{fmt.Sprintf("PlanSchema panicked: %v\n%s", r, debug.Stack())}
+			o, err = nil, &panicError{fmt.Sprintf("PlanSchema panicked: %v\n%s", r, debug.Stack())}
 		}
 	}()
-	return catalog.PlanSchema(ctx, req)
+	return catalog.Observe(ctx, req)
+}
+
+// diff is catalog.Diff, with observe's treatment of a panic.
+func diff(live, desired *catalog.Model) (stmts []postgres.Statement, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stmts, err = nil, &panicError{fmt.Sprintf("Diff panicked: %v\n%s", r, debug.Stack())}
+		}
+	}()
+	return catalog.Diff(live, desired)
 }
 
 func planHazards(p *postgres.Plan) []string {
@@ -356,15 +494,10 @@ func fmtSet(s []string) string {
 // apply executes the plan through a Writer, as ptah does, checks that the
 // journal records every statement committed, then drops the runtime tables
 // the writer created (and the ptah schema, unless the case had one), which
-// are no part of the comparison.
-func apply(ctx context.Context, t *testing.T, url string, plan *postgres.Plan) {
+// are no part of the comparison. conn is a session on the target.
+func apply(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, plan *postgres.Plan) {
 	t.Helper()
 	const op = "acceptance"
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	defer conn.Close(context.Background())
 	var hadSchema bool
 	if err := conn.QueryRow(ctx, "SELECT to_regnamespace('ptah') IS NOT NULL").Scan(&hadSchema); err != nil {
 		t.Fatal(err)
@@ -403,35 +536,180 @@ func apply(ctx context.Context, t *testing.T, url string, plan *postgres.Plan) {
 	}
 }
 
-func execFile(t *testing.T, url, name, sql string) {
+func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
 	t.Helper()
-	if strings.TrimSpace(sql) == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
-	defer conn.Close(context.Background())
+	return conn
+}
+
+// execFile runs a case file on conn, then resets what it set for the
+// session, so that the session reads the catalog as a new one would.
+func execFile(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql string) {
+	t.Helper()
+	if strings.TrimSpace(sql) == "" {
+		return
+	}
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("loading %s: %v", name, err)
 	}
+	if _, err := conn.Exec(ctx, "RESET ALL"); err != nil {
+		t.Fatalf("after loading %s: %v", name, err)
+	}
+}
+
+// server is what the suite needs to know about the server it runs on.
+type server struct {
+	major  int    // of server_version_num
+	pgDump string // a pg_dump that reads this server; "" when none does
+}
+
+var (
+	serverOnce sync.Once
+	theServer  server
+	serverErr  error
+)
+
+// suiteServer asks the server its version once, and looks for a pg_dump.
+func suiteServer(t *testing.T) *server {
+	t.Helper()
+	base := pgtest.BaseURL(t)
+	serverOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			serverErr = err
+			return
+		}
+		defer conn.Close(context.Background())
+		var num int
+		if serverErr = conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); serverErr != nil {
+			return
+		}
+		theServer.major = num / 10000
+		theServer.pgDump = findPgDump(theServer.major)
+	})
+	if serverErr != nil {
+		t.Fatalf("asking the server its version: %v", serverErr)
+	}
+	return &theServer
+}
+
+func (srv *server) skipIfTooOld(t *testing.T, c acceptanceCase) {
+	t.Helper()
+	if srv.major < c.MinVersion {
+		t.Skipf("needs PostgreSQL %d or later (minversion); the server is %d", c.MinVersion, srv.major)
+	}
+}
+
+func (srv *server) comparisons() string {
+	if srv.pgDump == "" {
+		return "no pg_dump reads this server: the migrated and fresh databases are compared by their inspected models and describeQuery"
+	}
+	return "the migrated and fresh databases are compared by their inspected models, describeQuery and " + srv.pgDump
+}
+
+// findPgDump returns the pg_dump whose major is the smallest not below
+// major, among the one beside the server binaries, Debian's in
+// /usr/lib/postgresql/<major>/bin and the one on PATH (in that order of
+// preference: Debian's on PATH is a Perl wrapper that costs every call a
+// Perl start); "" when there is none.
+func findPgDump(major int) string {
+	var candidates []string
+	if bin, err := pgserver.FindBinDir(); err == nil {
+		candidates = append(candidates, filepath.Join(bin, "pg_dump"))
+	}
+	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+	candidates = append(candidates, debian...)
+	if p, err := exec.LookPath("pg_dump"); err == nil {
+		candidates = append(candidates, p)
+	}
+	best, bestMajor := "", 0
+	for _, p := range candidates {
+		out, err := exec.Command(p, "--version").Output()
+		if err != nil {
+			continue
+		}
+		m := versionMajor.FindStringSubmatch(string(out))
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		if v >= major && (best == "" || v < bestMajor) {
+			best, bestMajor = p, v
+		}
+	}
+	return best
+}
+
+var versionMajor = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
+
+// schemaState is what the suite compares between two databases.
+type schemaState struct {
+	model    *catalog.Model
+	describe string // describeQuery's lines
+	dump     string // pg_dump --schema-only, normalised; "" without a pg_dump
+}
+
+// readState reads the database conn is connected to (url names it, for
+// pg_dump); its model only when schemas names the managed schemas.
+func (srv *server) readState(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, schemas []string) schemaState {
+	t.Helper()
+	var s schemaState
+	var err error
+	if schemas != nil {
+		if s.model, err = catalog.Inspect(ctx, conn, schemas); err != nil {
+			t.Fatalf("inspecting: %v", err)
+		}
+	}
+	if s.describe, err = describe(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if srv.pgDump != "" {
+		s.dump = schemaDump(ctx, t, srv.pgDump, url)
+	}
+	return s
+}
+
+// compareStates reports every way got and want differ, under the title
+// what, and whether they do.
+func compareStates(t *testing.T, what string, got, want schemaState) bool {
+	t.Helper()
+	differ := false
+	if !reflect.DeepEqual(got.model, want.model) {
+		differ = true
+		t.Errorf("%s: the inspected models differ:\n%s", what, lineDiff(modelText(t, got.model), modelText(t, want.model)))
+	}
+	if got.describe != want.describe {
+		differ = true
+		t.Errorf("%s: describeQuery differs:\n%s", what, lineDiff(got.describe, want.describe))
+	}
+	if got.dump != want.dump {
+		differ = true
+		t.Errorf("%s: pg_dump differs:\n%s", what, lineDiff(got.dump, want.dump))
+	}
+	return differ
+}
+
+func modelText(t *testing.T, m *catalog.Model) string {
+	t.Helper()
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // schemaDump is pg_dump --schema-only of the database, normalised: no
 // comment lines, no blank lines, no \restrict / \unrestrict lines (their key
 // is random); followed by what the schema holds that pg_dump --schema-only
 // does not show (see notDumped).
-func schemaDump(ctx context.Context, t *testing.T, url string) string {
+func schemaDump(ctx context.Context, t *testing.T, pgDump, url string) string {
 	t.Helper()
-	bin, err := pgserver.FindBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"),
-		"--schema-only", "--no-owner", "--no-privileges", "-d", url)
+	cmd := exec.CommandContext(ctx, pgDump, "--schema-only", "--no-owner", "--no-privileges", "-d", url)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=30")

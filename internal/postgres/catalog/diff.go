@@ -28,6 +28,10 @@ func Diff(live, desired *Model) ([]postgres.Statement, error) {
 // diff is Diff, also returning the casts its column conversions rely on,
 // which only a server can check (checkCasts).
 func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
+	if lv, dv := live.ServerVersion/10000, desired.ServerVersion/10000; lv != 0 && dv != 0 && lv != dv {
+		return nil, nil, fmt.Errorf("the target runs PostgreSQL %d and the dev database PostgreSQL %d, which print definitions differently: "+
+			"load the declared files on a server of the target's major (--dev-url)", lv, dv)
+	}
 	d := newDiffer(live, desired)
 	d.classify()
 	d.propagate()
@@ -275,9 +279,10 @@ func tableNeedsRecreate(l, n Table) bool {
 }
 
 func columnNeedsRecreate(l, n Column) bool {
-	// PostgreSQL 15 cannot change a generation expression in place, nor
-	// turn a regular column into a generated one.
-	return l.Generated != n.Generated || (n.Generated && l.Default != n.Default)
+	// PostgreSQL before 17 cannot change a generation expression in place,
+	// none can turn a regular column into a generated one, nor a stored
+	// generated column into a virtual one.
+	return l.Generated != n.Generated || l.Virtual != n.Virtual || (n.Generated && l.Default != n.Default)
 }
 
 func sameName(a, b *ObjectName) bool {

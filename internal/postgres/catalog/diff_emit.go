@@ -69,8 +69,10 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.add(dropKey(id), stmt("DROP TABLE "+qname(id.Schema, id.Name), postgres.HazardDeletesData))
 	case Column:
 		hazards := []postgres.Hazard{postgres.HazardDeletesData}
-		if _, recreated := d.desired.byID[id]; recreated && o.Generated {
-			hazards = nil // derived from other columns, recomputed on re-creation
+		if _, recreated := d.desired.byID[id]; (recreated && o.Generated) || o.Virtual {
+			// Derived from other columns, recomputed on re-creation; a
+			// virtual one stores nothing at all.
+			hazards = nil
 		}
 		d.add(dropKey(id), stmt(alterTable(id.Schema, id.Name)+" DROP COLUMN "+ident(o.Name), hazards...))
 	case Constraint:
@@ -461,12 +463,17 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 			d.add(k, stmt("ALTER DOMAIN "+name+" SET DEFAULT "+n.Default))
 		}
 	}
-	if l.NotNull != n.NotNull {
-		if n.NotNull {
-			d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
-		} else {
-			d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
-		}
+	switch {
+	case l.NotNull && !n.NotNull:
+		d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
+	case !l.NotNull && n.NotNull && n.NotNullName != "":
+		d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(n.NotNullName)+" NOT NULL",
+			postgres.HazardMayFail, postgres.HazardBlocksWrites))
+	case !l.NotNull && n.NotNull:
+		d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
+	case l.NotNull && n.NotNull && l.NotNullName != n.NotNullName:
+		d.add(k, stmt("ALTER DOMAIN "+name+" RENAME CONSTRAINT "+
+			ident(notNullName(l.NotNullName, n.Name, ""))+" TO "+ident(notNullName(n.NotNullName, n.Name, ""))))
 	}
 	old := map[string]string{}
 	for _, c := range l.Constraints {
@@ -621,12 +628,17 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 			d.add(k, stmt(alterColumn(id)+" SET DEFAULT "+n.Default))
 		}
 	}
-	if l.NotNull != n.NotNull {
-		if n.NotNull {
-			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
-		} else {
-			d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
-		}
+	switch {
+	case l.NotNull && !n.NotNull:
+		d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
+	case !l.NotNull && n.NotNull && n.NotNullName != "":
+		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD CONSTRAINT "+ident(n.NotNullName)+" NOT NULL "+ident(id.Sub),
+			postgres.HazardMayFail, postgres.HazardBlocksWrites))
+	case !l.NotNull && n.NotNull:
+		d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
+	case l.NotNull && n.NotNull && l.NotNullName != n.NotNullName:
+		d.add(k, stmt(alterTable(id.Schema, id.Name)+" RENAME CONSTRAINT "+
+			ident(notNullName(l.NotNullName, id.Name, id.Sub))+" TO "+ident(notNullName(n.NotNullName, id.Name, id.Sub))))
 	}
 	switch {
 	case n.Identity != "" && l.Identity == "":
@@ -790,6 +802,11 @@ func widening(from, to string) bool {
 
 func (d *differ) addColumnHazards(c Column) []postgres.Hazard {
 	switch {
+	case c.Virtual && c.NotNull:
+		// Nothing is written, but every row is computed to check it.
+		return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
+	case c.Virtual:
+		return nil // only the catalog changes
 	case d.constrainedDomain(c.Type):
 		// PostgreSQL checks the domain's constraints against every row's
 		// new value (the default, or NULL), rewriting the table to do so.
@@ -867,6 +884,8 @@ func columnDef(c Column) string {
 	var b strings.Builder
 	b.WriteString(ident(c.Name) + " " + typeWithCollation(c.Type, c.Collation))
 	switch {
+	case c.Virtual:
+		b.WriteString(" GENERATED ALWAYS AS (" + c.Default + ") VIRTUAL")
 	case c.Generated:
 		b.WriteString(" GENERATED ALWAYS AS (" + c.Default + ") STORED")
 	case c.Identity != "":
@@ -874,10 +893,29 @@ func columnDef(c Column) string {
 	case c.Default != "":
 		b.WriteString(" DEFAULT " + c.Default)
 	}
-	if c.NotNull {
-		b.WriteString(" NOT NULL")
-	}
+	b.WriteString(notNullClause(c.NotNull, c.NotNullName))
 	return b.String()
+}
+
+// notNullClause is a column's or domain's NOT NULL, naming its constraint
+// when the model has a name for it.
+func notNullClause(notNull bool, name string) string {
+	switch {
+	case !notNull:
+		return ""
+	case name != "":
+		return " CONSTRAINT " + ident(name) + " NOT NULL"
+	}
+	return " NOT NULL"
+}
+
+// notNullName is the name of the NOT NULL constraint of column col of
+// table (or of domain table, when col is ""), given the model's name for it.
+func notNullName(name, table, col string) string {
+	if name != "" {
+		return name
+	}
+	return defaultNotNullName(table, col)
 }
 
 func identityWord(mode string) string {
@@ -1061,9 +1099,7 @@ func createDomain(o Domain) string {
 	if o.Default != "" {
 		s += " DEFAULT " + o.Default
 	}
-	if o.NotNull {
-		s += " NOT NULL"
-	}
+	s += notNullClause(o.NotNull, o.NotNullName)
 	for _, c := range o.Constraints {
 		s += " CONSTRAINT " + ident(c.Name) + " " + c.Definition
 	}

@@ -375,3 +375,18 @@ func TestAutoName(t *testing.T) {
 		}
 	}
 }
+
+// Definitions are each server's own text: a model read on one major is not
+// compared with one read on another (a --dev-url server of another major).
+func TestDiffRefusesModelsOfTwoMajors(t *testing.T) {
+	t.Parallel()
+	live := Model{ServerVersion: 170004, Schemas: pub()}
+	desired := Model{ServerVersion: 180001, Schemas: pub()}
+	if _, err := Diff(&live, &desired); err == nil || !strings.Contains(err.Error(), "PostgreSQL 17") || !strings.Contains(err.Error(), "PostgreSQL 18") {
+		t.Fatalf("Diff of a PostgreSQL 17 and an 18 model: %v, want an error naming both", err)
+	}
+	desired.ServerVersion = 170010
+	if _, err := Diff(&live, &desired); err != nil {
+		t.Fatalf("two minor releases of one major: %v", err)
+	}
+}

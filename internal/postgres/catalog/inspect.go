@@ -22,11 +22,16 @@ func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (m *Model, e
 			m, err = nil, fmt.Errorf("ending the catalog snapshot: %w", endErr)
 		}
 	}()
+	version, err := serverVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	in := &inspector{
 		ctx:     ctx,
 		conn:    conn,
+		version: version,
 		schemas: managedSchemas(schemas),
-		m:       &Model{},
+		m:       &Model{ServerVersion: version},
 		objects: map[catalogKey]ID{},
 		rels:    map[uint32]*relation{},
 		owners:  map[ID]ID{},
@@ -35,6 +40,16 @@ func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (m *Model, e
 		return nil, err
 	}
 	return in.m, nil
+}
+
+// serverVersion reads server_version_num, which picks the variant of each
+// catalog query that depends on the major.
+func serverVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading the server's version: %w", err)
+	}
+	return v, nil
 }
 
 // beginSnapshot makes every catalog query see the same snapshot and print
@@ -72,6 +87,7 @@ func managedSchemas(schemas []string) []string {
 type inspector struct {
 	ctx     context.Context
 	conn    *pgx.Conn
+	version int // server_version_num
 	schemas []string
 	m       *Model
 	// objects maps catalog rows to the model object they are or stand for
@@ -157,7 +173,7 @@ func (in *inspector) newRelation(oid uint32, id ID) *relation {
 func (in *inspector) readUnsupported() error {
 	var objects []string
 	var name string
-	err := in.each("unsupported objects", unsupportedQuery, []any{&name}, func() error {
+	err := in.each("unsupported objects", unsupportedQuery(in.version), []any{&name}, func() error {
 		objects = append(objects, name)
 		return nil
 	})
@@ -214,9 +230,14 @@ func (in *inspector) readDomains() error {
 	var d Domain
 	var names, defs, comments []string
 	var constraintOIDs []uint32
-	dest := []any{&oid, &array, &d.Schema, &d.Name, &d.BaseType, &d.Collation, &d.Default, &d.NotNull,
+	var notNullName string
+	dest := []any{&oid, &array, &d.Schema, &d.Name, &d.BaseType, &d.Collation, &d.Default, &d.NotNull, &notNullName,
 		&names, &defs, &constraintOIDs, &comments, &d.Comment}
-	return in.each("domains", domainsQuery, dest, func() error {
+	return in.each("domains", domainsQuery(in.version), dest, func() error {
+		d.NotNullName = ""
+		if notNullName != defaultNotNullName(d.Name, "") {
+			d.NotNullName = notNullName
+		}
 		d.Constraints = nil
 		for i := range names {
 			d.Constraints = append(d.Constraints, DomainConstraint{Name: names[i], Definition: defs[i], Comment: comments[i]})
@@ -314,13 +335,19 @@ func (in *inspector) readColumns() error {
 	var c Column
 	var hasIdentitySeq bool
 	var o SequenceOptions
-	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &c.Default, &c.Generated,
+	var notNullName, generated string
+	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &notNullName, &c.Default, &generated,
 		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
 		&c.IdentityLastValue, &c.Comment}
-	return in.each("columns", columnsQuery, dest, func() error {
+	return in.each("columns", columnsQuery(in.version), dest, func() error {
 		r := in.rels[relid]
 		if r == nil {
 			return nil
+		}
+		c.Generated, c.Virtual = generated != "", generated == "v"
+		c.NotNullName = ""
+		if notNullName != defaultNotNullName(r.id.Name, c.Name) {
+			c.NotNullName = notNullName
 		}
 		c.IdentityOptions = nil
 		if c.Identity != "" && hasIdentitySeq {
@@ -424,4 +451,16 @@ func nilIfEmpty[T any](s []T) []T {
 		return nil
 	}
 	return s
+}
+
+// defaultNotNullName is the name PostgreSQL gives an unnamed NOT NULL
+// constraint on column col of table rel, or on domain rel when col is "":
+// ChooseConstraintName's first choice, made by makeObjectName. (When that
+// name is taken PostgreSQL appends a number; such a name is kept in the
+// model as if it had been declared.)
+func defaultNotNullName(rel, col string) string {
+	if col == "" {
+		return makeObjectName(rel, nil, "not_null")
+	}
+	return makeObjectName(rel, &col, "not_null")
 }

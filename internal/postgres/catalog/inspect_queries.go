@@ -6,6 +6,11 @@ package catalog
 // against the objects read). They run with an empty search_path so that
 // every name outside pg_catalog comes out schema-qualified, the same way in
 // the dev database and in the target.
+//
+// A query whose text depends on the server's major is a function of its
+// server_version_num: the catalog grows with each major (a column's NOT
+// NULL became a named pg_constraint row in 18, a domain's in 17), and a
+// query for a newer major names columns an older one does not have.
 
 // commentOn is the comment of an object, "" when it has none.
 func commentOn(catalog, oid, subid string) string {
@@ -105,10 +110,18 @@ FROM pg_type t
 JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = ANY($1) AND t.typtype = 'e' AND ` + notExtensionMember("pg_type", "t.oid")
 
-var domainsQuery = `
+// domainsQuery reads domains; from PostgreSQL 17 on, also the name of a
+// domain's NOT NULL constraint.
+func domainsQuery(version int) string {
+	notNullName := `''`
+	if version >= 170000 {
+		notNullName = `COALESCE((SELECT k.conname::text FROM pg_constraint k
+		WHERE k.contypid = t.oid AND k.contype = 'n'), '')`
+	}
+	return `
 SELECT t.oid, t.typarray, n.nspname, t.typname, format_type(t.typbasetype, t.typtypmod),
 	` + collationName("t.typcollation", "b.typcollation") + `,
-	COALESCE(pg_get_expr(t.typdefaultbin, 0), t.typdefault, ''), t.typnotnull,
+	COALESCE(pg_get_expr(t.typdefaultbin, 0), t.typdefault, ''), t.typnotnull, ` + notNullName + `,
 	ARRAY(SELECT k.conname::text FROM pg_constraint k
 		WHERE k.contypid = t.oid AND k.contype = 'c' ORDER BY k.conname),
 	ARRAY(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
@@ -121,6 +134,7 @@ FROM pg_type t
 JOIN pg_namespace n ON n.oid = t.typnamespace
 JOIN pg_type b ON b.oid = t.typbasetype
 WHERE n.nspname = ANY($1) AND t.typtype = 'd' AND ` + notExtensionMember("pg_type", "t.oid")
+}
 
 // Only free-standing composite types: the row types of tables and views
 // have typtype 'c' too, but their relation is not relkind 'c'.
@@ -184,22 +198,31 @@ JOIN pg_type rt ON rt.oid = c.reltype
 LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
 WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember("pg_class", "c.oid")
 
-// The columns of tables, views and composite types, in attnum order; a
-// partition's too, though they are its parent's (PostgreSQL 15 marks none
-// of them local), for their defaults, NOT NULL and comments are its own. An
-// identity column's options come from the sequence that is internally ('i')
-// dependent on it.
-var columnsQuery = `
+// columnsQuery reads the columns of tables, views and composite types, in
+// attnum order; a partition's too, though they are its parent's (PostgreSQL
+// 15 marks none of them local), for their defaults, NOT NULL and comments
+// are its own. An identity column's options come from the sequence that is
+// internally ('i') dependent on it. attgenerated is 's' (STORED) or, from
+// PostgreSQL 18 on, 'v' (VIRTUAL). From 18 on, a NOT NULL is a
+// pg_constraint row whose name is read too.
+func columnsQuery(version int) string {
+	notNullName, notNullJoin := `''`, ``
+	if version >= 180000 {
+		notNullName = `COALESCE(nn.conname::text, '')`
+		notNullJoin = `
+LEFT JOIN pg_constraint nn ON nn.conrelid = a.attrelid AND nn.contype = 'n' AND nn.conkey[1] = a.attnum`
+	}
+	return `
 SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.atttypid, a.atttypmod),
 	` + collationName("a.attcollation", "t.typcollation") + `,
-	a.attnotnull, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated = 's',
+	a.attnotnull, ` + notNullName + `, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated::text,
 	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `, ` + lastValue("s.seqrelid") + `,
 	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum` + notNullJoin + `
 LEFT JOIN pg_depend id ON a.attidentity <> '' AND id.refclassid = 'pg_class'::regclass
 	AND id.refobjid = a.attrelid AND id.refobjsubid = a.attnum
 	AND id.classid = 'pg_class'::regclass AND id.deptype = 'i'
@@ -208,6 +231,7 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'c')
 	AND a.attnum > 0 AND NOT a.attisdropped
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 ORDER BY a.attrelid, a.attnum`
+}
 
 // Table constraints declared on the table itself: copies inherited by
 // partitions are not local, except a partition's keys, which are attached
@@ -311,7 +335,23 @@ func triggerStateWord(state string) string {
 // casts of their types, default privileges in them), so that Inspect
 // refuses them rather than planning around them. Properties the model
 // leaves out are refused the same way when they are not the defaults.
-var unsupportedQuery = `
+// From PostgreSQL 18 on, that includes a NOT NULL constraint that is NOT
+// VALID or NO INHERIT.
+func unsupportedQuery(version int) string {
+	q := unsupportedAnyVersion
+	if version >= 180000 {
+		q += `
+UNION ALL
+SELECT format('%s NOT NULL constraint "%s" on table %I.%I',
+	CASE WHEN NOT k.convalidated THEN 'NOT VALID' ELSE 'NO INHERIT' END, k.conname, n.nspname, c.relname)
+FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND k.contype = 'n' AND (NOT k.convalidated OR k.connoinherit)
+	AND ` + notExtensionMember("pg_class", "c.oid")
+	}
+	return q
+}
+
+var unsupportedAnyVersion = `
 SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND r.rulename <> '_RETURN'

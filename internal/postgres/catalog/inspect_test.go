@@ -334,12 +334,18 @@ func TestInspect(t *testing.T) {
 			CREATE MATERIALIZED VIEW mv WITH (fillfactor = 50) AS SELECT count(*) AS n FROM t;
 			COMMENT ON MATERIALIZED VIEW mv IS 'counts';`,
 			check: func(t *testing.T, m *Model) {
+				// From PostgreSQL 16 on, pg_get_viewdef no longer qualifies
+				// the columns of a query over one relation.
+				def := " SELECT a,\n    b AS label\n   FROM public.t\n  WHERE (a > 0);"
+				if m.ServerVersion < 160000 {
+					def = " SELECT t.a,\n    t.b AS label\n   FROM public.t\n  WHERE (t.a > 0);"
+				}
 				equal(t, "views", m.Views, []View{
 					{Schema: "public", Name: "mv", Materialized: true, Options: []string{"fillfactor=50"},
 						Definition: " SELECT count(*) AS n\n   FROM public.t;",
 						Columns:    []ViewColumn{{Name: "n", Type: "bigint"}}, Comment: "counts"},
 					{Schema: "public", Name: "v", Options: []string{"security_barrier=true"},
-						Definition: " SELECT t.a,\n    t.b AS label\n   FROM public.t\n  WHERE (t.a > 0);",
+						Definition: def,
 						Columns:    []ViewColumn{{Name: "a", Type: "integer"}, {Name: "label", Type: "text", Comment: "the label"}},
 						Comment:    "positive"},
 				})
@@ -809,4 +815,43 @@ func TestInspectSessionUntouched(t *testing.T) {
 			t.Errorf("transaction status %q after Inspect (in a transaction: %v)", status, inTx)
 		}
 	}
+}
+
+// What PostgreSQL 18 added to columns: virtual generated columns (the
+// default kind), and NOT NULL constraints with names; domains have had
+// named NOT NULL constraints since 17. A name is kept only when it is not
+// the one PostgreSQL gives an unnamed NOT NULL.
+func TestInspectPostgres18Columns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if v, err := serverVersion(ctx, conn); err != nil || v < 180000 {
+		t.Skipf("needs PostgreSQL 18 (server_version_num %d, %v)", v, err)
+	}
+	pgtest.Exec(t, url, `
+		CREATE TABLE t (
+			a int CONSTRAINT a_required NOT NULL,
+			b int NOT NULL,
+			c int CONSTRAINT t_c_not_null NOT NULL,
+			v int GENERATED ALWAYS AS (a * 2),
+			s int GENERATED ALWAYS AS (a * 3) STORED);
+		CREATE DOMAIN d AS int CONSTRAINT d_required NOT NULL;
+		CREATE DOMAIN e AS int NOT NULL;`)
+	m, err := Inspect(ctx, conn, []string{"public"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "columns", find(t, m.Tables, tableID("t")).Columns, []Column{
+		{Name: "a", Type: "integer", NotNull: true, NotNullName: "a_required"},
+		{Name: "b", Type: "integer", NotNull: true},
+		{Name: "c", Type: "integer", NotNull: true},
+		{Name: "v", Type: "integer", Default: "(a * 2)", Generated: true, Virtual: true},
+		{Name: "s", Type: "integer", Default: "(a * 3)", Generated: true},
+	})
+	equal(t, "domains", []string{m.Domains[0].NotNullName, m.Domains[1].NotNullName}, []string{"d_required", ""})
 }

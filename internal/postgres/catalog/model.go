@@ -11,6 +11,10 @@ package catalog
 // A few fields are data, not schema (a sequence's last value): they inform
 // hazards, are never compared, and are left out of the model's JSON, which
 // fingerprints the schema.
+//
+// Properties that only some PostgreSQL majors have are fields with
+// omitempty: a model read from an older server, or a schema that does not
+// use them, serialises (and fingerprints) as it did before they existed.
 
 // Kind names a kind of database object ptah manages.
 type Kind string
@@ -60,6 +64,11 @@ type Model struct {
 	Views       []View // views and materialized views
 	Functions   []Function
 	Triggers    []Trigger
+	// ServerVersion is the server_version_num of the server the model was
+	// read from. Definitions are PostgreSQL's own text, which differs
+	// between majors, so Diff refuses to compare models of two majors. It
+	// is no part of the schema (nor of its fingerprint).
+	ServerVersion int `json:"-"`
 	// Deps are the dependencies between managed objects, from pg_depend,
 	// normalised so both ends are IDs of objects in this model: a view's
 	// rewrite rule is the view, a column default is its column, an index
@@ -111,12 +120,16 @@ type Enum struct {
 
 // Domain is a domain over a base type.
 type Domain struct {
-	Schema      string
-	Name        string
-	BaseType    string // format_type of the base type, e.g. "character varying(20)"
-	Collation   string // qualified collation name when not the base type's default, else ""
-	Default     string // pg_get_expr, "" when none
-	NotNull     bool
+	Schema    string
+	Name      string
+	BaseType  string // format_type of the base type, e.g. "character varying(20)"
+	Collation string // qualified collation name when not the base type's default, else ""
+	Default   string // pg_get_expr, "" when none
+	NotNull   bool
+	// NotNullName is the name of the NOT NULL constraint (a catalog object
+	// since PostgreSQL 17) when it is not the one PostgreSQL gives an
+	// unnamed NOT NULL, "<domain>_not_null"; "" otherwise.
+	NotNullName string             `json:",omitempty"`
 	Constraints []DomainConstraint // by name
 	Comment     string
 }
@@ -225,12 +238,20 @@ type ObjectName struct {
 
 // Column is one column of a table.
 type Column struct {
-	Name            string
-	Type            string // format_type, e.g. "numeric(10,2)", "public.mood", "integer[]"
-	Collation       string // qualified collation name when not the type's default, else ""
-	NotNull         bool
-	Default         string           // pg_get_expr of the default; "" when none; for a generated column, its expression
-	Generated       bool             // GENERATED ALWAYS AS (Default) STORED
+	Name      string
+	Type      string // format_type, e.g. "numeric(10,2)", "public.mood", "integer[]"
+	Collation string // qualified collation name when not the type's default, else ""
+	NotNull   bool
+	// NotNullName is the name of the NOT NULL constraint (a catalog object
+	// since PostgreSQL 18) when it is not the one PostgreSQL gives an
+	// unnamed NOT NULL, "<table>_<column>_not_null"; "" otherwise, so that
+	// an unnamed declaration and one naming the default are the same.
+	NotNullName string `json:",omitempty"`
+	Default     string // pg_get_expr of the default; "" when none; for a generated column, its expression
+	Generated   bool   // GENERATED ALWAYS AS (Default), STORED unless Virtual
+	// Virtual: a generated column computed when read, not stored
+	// (PostgreSQL 18's VIRTUAL, its default kind of generated column).
+	Virtual         bool             `json:",omitempty"`
 	Identity        string           // "" , "a" (ALWAYS) or "d" (BY DEFAULT)
 	IdentityOptions *SequenceOptions // the identity sequence's parameters, when Identity != ""
 	Comment         string
