@@ -228,13 +228,8 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 			b.WriteString("; spec.policy.allowDestructive is false, so it would be refused at apply.\n")
 		}
 	}
-	if k := r.Plan.EnumPhase(); k > 0 {
-		what := "statement 1 adds an enum label and commits"
-		if k > 1 {
-			what = fmt.Sprintf("statements 1-%d add enum labels and commit", k)
-		}
-		fmt.Fprintf(b, "%s %s first, on its own (PostgreSQL cannot use a label in the transaction that adds it); if a later statement fails, the labels stay.\n",
-			st.header.Render("Two transactions:"), what)
+	if note := r.Plan.TransactionsNote(); len(note) > 0 {
+		fmt.Fprintf(b, "%s %s\n", st.header.Render(fmt.Sprintf("Transactions: %d.", len(r.Plan.Transactions()))), strings.Join(note, " "))
 	}
 	summary := fmt.Sprintf("Plan: %s, %d with hazards", plural(n, "statement"), withHazards)
 	if r.Plan.Destructive {

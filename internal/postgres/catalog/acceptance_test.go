@@ -375,7 +375,7 @@ func apply(ctx context.Context, t *testing.T, url string, plan *postgres.Plan) {
 	}
 	defer w.Release(context.Background())
 	if err := w.Execute(ctx, "acceptance-plan", plan, nil); err != nil {
-		t.Fatalf("applying the plan (enum phase: %d statements): %v\nplan:\n%s", plan.EnumPhase(), err, plan.Script())
+		t.Fatalf("applying the plan (%d transactions): %v\nplan:\n%s", len(plan.Transactions()), err, plan.Script())
 	}
 	if err := w.Release(ctx); err != nil {
 		t.Fatal(err)
