@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"container/heap"
 	"fmt"
 	"sort"
 	"strings"
@@ -552,23 +553,26 @@ func (d *differ) sort() ([]postgres.Statement, error) {
 			indeg[b]++
 		}
 	}
-	var ready []*node
+	// The ready nodes are a heap: the next node is always the least of
+	// them (nodeLess is a total order on nodes), without sorting them all
+	// again after each one, which a plan of tens of thousands of
+	// statements cannot afford.
+	ready := &readyNodes{less: d.nodeLess}
 	for k, n := range d.nodes {
 		if indeg[k] == 0 {
-			ready = append(ready, n)
+			ready.nodes = append(ready.nodes, n)
 		}
 	}
+	heap.Init(ready)
 	var out []postgres.Statement
 	done := 0
-	for len(ready) > 0 {
-		sort.Slice(ready, func(i, j int) bool { return d.nodeLess(ready[i], ready[j]) })
-		n := ready[0]
-		ready = ready[1:]
+	for ready.Len() > 0 {
+		n := heap.Pop(ready).(*node)
 		done++
 		out = append(out, n.stmts...)
 		for b := range d.edges[n.key] {
 			if indeg[b]--; indeg[b] == 0 {
-				ready = append(ready, d.nodes[b])
+				heap.Push(ready, d.nodes[b])
 			}
 		}
 	}
@@ -583,6 +587,22 @@ func (d *differ) sort() ([]postgres.Statement, error) {
 		return nil, fmt.Errorf("cannot order the changes: circular dependency among %s", strings.Join(stuck, ", "))
 	}
 	return out, nil
+}
+
+// readyNodes is a heap of nodes (container/heap), least first.
+type readyNodes struct {
+	nodes []*node
+	less  func(a, b *node) bool
+}
+
+func (r *readyNodes) Len() int           { return len(r.nodes) }
+func (r *readyNodes) Less(i, j int) bool { return r.less(r.nodes[i], r.nodes[j]) }
+func (r *readyNodes) Swap(i, j int)      { r.nodes[i], r.nodes[j] = r.nodes[j], r.nodes[i] }
+func (r *readyNodes) Push(x any)         { r.nodes = append(r.nodes, x.(*node)) }
+func (r *readyNodes) Pop() any {
+	n := r.nodes[len(r.nodes)-1]
+	r.nodes = r.nodes[:len(r.nodes)-1]
+	return n
 }
 
 func (d *differ) nodeLess(a, b *node) bool {
