@@ -127,6 +127,8 @@ type differ struct {
 	extra [][2]nodeKey // orderings emit knows of, applied by connect
 	// labels: ALTER TYPE ... ADD VALUE statements, which go first (alterEnum).
 	labels []postgres.Statement
+	// liveLocks, desiredLocks: what statementLocks reads, built on first use.
+	liveLocks, desiredLocks *lockIndex
 }
 
 func newDiffer(live, desired *Model) *differ {
@@ -377,6 +379,9 @@ func (d *differ) resolve(k nodeKey) nodeKey {
 }
 
 func (d *differ) add(k nodeKey, stmts ...postgres.Statement) {
+	for i := range stmts {
+		stmts[i].Locks = d.statementLocks(k, stmts[i])
+	}
 	k = d.resolve(k)
 	n, ok := d.nodes[k]
 	if !ok {

@@ -52,8 +52,12 @@ type Observation struct {
 }
 
 // Observe is PlanSchema keeping the models, which callers fingerprint.
+//
+// The plan's statements are cut into the transactions they run in (see
+// postgres.PlanPhases), each within the lock budget of the target server,
+// whose lock settings are read with its catalog.
 func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
-	live, err := inspectTarget(ctx, req.TargetURL, req.Schemas)
+	live, capacity, err := inspectTarget(ctx, req.TargetURL, req.Schemas)
 	if err != nil {
 		return nil, err
 	}
@@ -69,21 +73,26 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &postgres.Plan{Statements: stmts, Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
+	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity,
+		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }
 
-func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, error) {
+func inspectTarget(ctx context.Context, url string, schemas []string) (*Model, postgres.LockCapacity, error) {
 	conn, err := postgres.Connect(ctx, url)
 	if err != nil {
-		return nil, err
+		return nil, postgres.LockCapacity{}, err
 	}
 	defer conn.Close(context.Background())
 	m, err := Inspect(ctx, conn, schemas)
 	if err != nil {
-		return nil, where(err, "target database")
+		return nil, postgres.LockCapacity{}, where(err, "target database")
 	}
-	return m, nil
+	capacity, err := postgres.ReadLockCapacity(ctx, conn)
+	if err != nil {
+		return nil, postgres.LockCapacity{}, err
+	}
+	return m, capacity, nil
 }
 
 func where(err error, place string) error {
