@@ -7,6 +7,8 @@ LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
 # The whole suite starts its own PostgreSQL servers and runs hundreds of
 # databases; on a small machine under load it takes minutes, not seconds.
 TEST_TIMEOUT ?= 25m
+# The scale benchmark plans, applies and plans again 10,000 tables.
+BENCH_TIMEOUT ?= 90m
 STATICCHECK  ?= v0.8.2
 
 .PHONY: all build test lint demo bench clean
@@ -29,7 +31,7 @@ demo:
 	$(GO) run ./examples/demo
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
 
 clean:
 	rm -rf bin
