@@ -2,8 +2,8 @@ package catalog_test
 
 // The acceptance suite: each case under testdata/acceptance is a pair of
 // schemas (old, new). The harness builds a database from old, plans against
-// new, applies the plan as ptah does (Writer.Execute: one transaction, or an
-// enum phase and then one transaction), and proves convergence two ways: a
+// new, applies the plan as ptah does (Writer.Execute, in the transactions
+// the plan was cut into), and proves convergence two ways: a
 // second plan is empty, and pg_dump --schema-only of the migrated database
 // equals that of a fresh database built from new. The hazards of each plan
 // are asserted too.
