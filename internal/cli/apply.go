@@ -42,9 +42,13 @@ A plan is authorized by spec.policy.apply:
 What runs is the published plan, never a fresh computation: before it
 runs, the database and the declared files are read again, and if anything
 moved since the plan was made it is discarded and a new plan published
-instead (which needs its own approval). The plan runs in one transaction
-on a session that holds the database's lease; its statements and the
-session are recorded in the run journal (schema ptah) before any SQL.
+instead (which needs its own approval). The plan runs in the transactions
+it was published with (one, unless the plan says why it needs more: enum
+labels that later statements use, or more locks than one transaction may
+hold on the server), on a session that holds the database's lease; its
+statements and the session are recorded in the run journal (schema ptah).
+If a later transaction fails, the earlier ones stay committed; the database
+is then observed again, and never re-run from the old plan.
 
 Ends InSync (exit 0) when the database matches the declaration; otherwise
 stops with the exit code of where it stopped: awaiting approval (10),

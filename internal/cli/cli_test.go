@@ -79,8 +79,10 @@ func fakePlan() *postgres.Plan {
 			{SQL: "CREATE TABLE app.a (\n    id integer\n)"},
 			{SQL: "ALTER TABLE public.users DROP COLUMN legacy", Hazards: []postgres.Hazard{postgres.HazardDeletesData, postgres.HazardBlocksWrites}},
 		},
-		Destructive: true,
-		LockTimeout: 1500 * time.Millisecond,
+		Phases:       []postgres.Phase{{Statements: 2, Locks: 19}},
+		LockCapacity: postgres.LockCapacity{MaxLocksPerTransaction: 64, MaxConnections: 100},
+		Destructive:  true,
+		LockTimeout:  1500 * time.Millisecond,
 	}
 }
 
@@ -143,8 +145,8 @@ func TestPlanTextTellsOfTheEnumTransaction(t *testing.T) {
 		labels int
 		want   string
 	}{
-		{1, "Two transactions: statement 1 adds an enum label and commits first"},
-		{2, "Two transactions: statements 1-2 add enum labels and commit first"},
+		{1, "Transactions: 2. Statement 1 adds an enum label and commits first, on its own: PostgreSQL cannot use a label in the transaction that adds it. If a transaction fails, it rolls back, and those before it stay committed.\n"},
+		{2, "Transactions: 2. Statements 1-2 add enum labels and commit first, on their own"},
 	} {
 		res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
 			p := &postgres.Plan{LockTimeout: time.Second}
@@ -159,8 +161,38 @@ func TestPlanTextTellsOfTheEnumTransaction(t *testing.T) {
 		}
 	}
 	res := runPtah(t, nil, "plan")
-	if strings.Contains(res.stdout, "Two transactions") {
+	if strings.Contains(res.stdout, "Transactions:") {
 		t.Errorf("a plan without enum labels is one transaction:\n%s", res.stdout)
+	}
+}
+
+// A plan too big for one transaction on its server says where each
+// transaction starts, and why there are several.
+func TestPlanTextTellsOfTheLockBudget(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
+		return &postgres.Plan{LockTimeout: time.Second,
+			Statements:   []postgres.Statement{{SQL: "CREATE TABLE public.a (id integer)"}, {SQL: "CREATE TABLE public.b (id integer)"}, {SQL: "CREATE TABLE public.c (id integer)"}},
+			Phases:       []postgres.Phase{{Statements: 1, Locks: 3100, Reason: postgres.PhaseLockBudget}, {Statements: 2, Locks: 2900, Reason: postgres.PhaseLockBudget}},
+			LockCapacity: postgres.LockCapacity{MaxLocksPerTransaction: 64, MaxConnections: 100}}, nil
+	}, "plan")
+	want := `PtahSchema "app" (ptah.yaml:1; schemas: public, app; lock timeout 1s)
+
+Transaction 1/2: statement 1 (lock-budget)
+
+  1  CREATE TABLE public.a (id integer);
+
+Transaction 2/2: statements 2-3 (lock-budget)
+
+  2  CREATE TABLE public.b (id integer);
+
+  3  CREATE TABLE public.c (id integer);
+
+Transactions: 2. The plan locks about 6000 objects; one transaction may hold 3200 on this server (half its lock table: max_locks_per_transaction 64 x (max_connections 100 + max_prepared_transactions 0)), so it commits in 2 parts. If a transaction fails, it rolls back, and those before it stay committed.
+Plan: 3 statements in 2 transactions, 0 with hazards.
+`
+	if res.code != 0 || !strings.HasPrefix(res.stdout, want) {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s", res.code, res.stdout, want)
 	}
 }
 
@@ -230,6 +262,17 @@ func TestPlanJSON(t *testing.T) {
               ]
             }
           ],
+          "phases": [
+            {
+              "statements": 2,
+              "locks": 19
+            }
+          ],
+          "lockCapacity": {
+            "maxLocksPerTransaction": 64,
+            "maxConnections": 100,
+            "maxPreparedTransactions": 0
+          },
           "destructive": true,
           "lockTimeout": "1.5s"
         }

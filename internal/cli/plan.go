@@ -62,8 +62,15 @@ Output (-o):
   sql   a script to run as-is with psql -v ON_ERROR_STOP=1 -f -
   json  {"items":[{"resource":{"apiVersion":"ptah.run/v1alpha1","kind":"PtahSchema","name":"app"},
           "changes":true,"plan":{"metadata":{"name":"app-1f2e3d4c5b6a","uid":"..."},
-          "spec":{"statements":[{"sql":"...","hazards":["deletes-data"]}],"destructive":true,
+          "spec":{"statements":[{"sql":"...","hazards":["deletes-data"]}],
+          "phases":[{"statements":1,"locks":17}],"lockCapacity":{...},"destructive":true,
           "lockTimeout":"5s","fingerprint":"sha256:..."}},"phase":"AwaitingApproval",...}]}
+
+A plan runs in one transaction unless it says otherwise: labels added to
+existing enums commit first, on their own, and a plan that would lock more
+objects than one transaction may hold on the target's server (half its lock
+table) is cut into several transactions. The plan lists each, and its
+fingerprint covers them.
 
 Hazards: deletes-data, rewrites-table, blocks-writes,
 builds-index-on-existing-table, may-fail-on-existing-data. A plan with a

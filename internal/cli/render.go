@@ -68,10 +68,19 @@ type (
 		UID  string `json:"uid"`
 	}
 	jsonPlanSpec struct {
-		Statements  []jsonStatement `json:"statements"`
-		Destructive bool            `json:"destructive"`
-		LockTimeout string          `json:"lockTimeout"`
-		Fingerprint string          `json:"fingerprint,omitempty"`
+		Statements []jsonStatement `json:"statements"`
+		// Phases are the transactions the statements run in; absent when
+		// there are no statements.
+		Phases       []jsonPhase       `json:"phases,omitempty"`
+		LockCapacity *api.LockCapacity `json:"lockCapacity,omitempty"`
+		Destructive  bool              `json:"destructive"`
+		LockTimeout  string            `json:"lockTimeout"`
+		Fingerprint  string            `json:"fingerprint,omitempty"`
+	}
+	jsonPhase struct {
+		Statements int    `json:"statements"`
+		Locks      int    `json:"locks"`
+		Reason     string `json:"reason,omitempty"`
 	}
 	jsonStatement struct {
 		SQL     string   `json:"sql"`
@@ -93,6 +102,13 @@ func renderJSON(w io.Writer, results []planResult) error {
 				st.Hazards = append(st.Hazards, string(h))
 			}
 			spec.Statements = append(spec.Statements, st)
+		}
+		for _, ph := range r.Plan.Transactions() {
+			spec.Phases = append(spec.Phases, jsonPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+		}
+		if c := r.Plan.LockCapacity; r.changes() && c != (postgres.LockCapacity{}) {
+			capacity := api.LockCapacity(c)
+			spec.LockCapacity = &capacity
 		}
 		item := jsonItem{Resource: refOf(r.Resource.Schema), Changes: r.changes(), Plan: jsonPlan{Spec: spec}}
 		if p := r.Published; p != nil {
@@ -203,7 +219,21 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 	width := len(strconv.Itoa(n))
 	indent := strings.Repeat(" ", 2+width+2)
 	withHazards := 0
+	phases := r.Plan.Transactions()
+	starts := map[int]int{} // the statement a phase starts at: the phase
+	for k, next := 0, 0; k < len(phases) && len(phases) > 1; k++ {
+		starts[next] = k
+		next += phases[k].Statements
+	}
 	for i, s := range r.Plan.Statements {
+		if k, ok := starts[i]; ok {
+			ph := phases[k]
+			what := fmt.Sprintf("Transaction %d/%d: %s", k+1, len(phases), statementRange(i, ph.Statements))
+			if ph.Reason != "" {
+				what += " (" + ph.Reason + ")"
+			}
+			b.WriteString("\n" + st.header.Render(what) + "\n")
+		}
 		b.WriteString("\n")
 		lines := strings.Split(s.SQL+";", "\n")
 		fmt.Fprintf(b, "  %s  %s\n", st.number.Render(fmt.Sprintf("%*d", width, i+1)), lines[0])
@@ -228,15 +258,13 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 			b.WriteString("; spec.policy.allowDestructive is false, so it would be refused at apply.\n")
 		}
 	}
-	if k := r.Plan.EnumPhase(); k > 0 {
-		what := "statement 1 adds an enum label and commits"
-		if k > 1 {
-			what = fmt.Sprintf("statements 1-%d add enum labels and commit", k)
-		}
-		fmt.Fprintf(b, "%s %s first, on its own (PostgreSQL cannot use a label in the transaction that adds it); if a later statement fails, the labels stay.\n",
-			st.header.Render("Two transactions:"), what)
+	if note := r.Plan.TransactionsNote(); len(note) > 0 {
+		fmt.Fprintf(b, "%s %s\n", st.header.Render(fmt.Sprintf("Transactions: %d.", len(phases))), strings.Join(note, " "))
 	}
 	summary := fmt.Sprintf("Plan: %s, %d with hazards", plural(n, "statement"), withHazards)
+	if len(phases) > 1 {
+		summary = fmt.Sprintf("Plan: %s in %d transactions, %d with hazards", plural(n, "statement"), len(phases), withHazards)
+	}
 	if r.Plan.Destructive {
 		summary += ", destructive"
 	}
@@ -262,6 +290,14 @@ func writePhase(b *strings.Builder, st styles, s api.PtahSchemaStatus, p *publis
 	default:
 		fmt.Fprintf(b, "\n%s: %s\n", st.header.Render(string(s.Phase)), s.Message)
 	}
+}
+
+// statementRange names the n statements from index i, 1-based.
+func statementRange(i, n int) string {
+	if n == 1 {
+		return fmt.Sprintf("statement %d", i+1)
+	}
+	return fmt.Sprintf("statements %d-%d", i+1, i+n)
 }
 
 func plural(n int, noun string) string {

@@ -10,8 +10,11 @@ import (
 
 // PlanFingerprint covers a plan's content and every binding, in this order:
 // schema name and UID, statements (SQL, then hazards), destructive, lock
-// timeout, then the bindings as their JSON encoding. The Fingerprint field
-// itself is not an input.
+// timeout, then, when the plan has them (contract version 2), its phases
+// and the lock capacity they were cut for, each as its JSON encoding, then
+// the bindings as their JSON encoding. The Fingerprint field itself is not
+// an input. A plan of contract version 1 has neither phases nor a lock
+// capacity, and hashes as it always did.
 func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
 	b := fingerprint.New("ptah.run/schema-plan/v1").
 		String("schema.name", s.Schema.Name).
@@ -20,10 +23,11 @@ func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
 	for _, st := range s.Statements {
 		b.String("sql", st.SQL).Strings("hazards", st.Hazards)
 	}
-	return b.Bool("destructive", s.Destructive).
-		String("lockTimeout", s.LockTimeout).
-		JSON("bindings", s.Bindings).
-		Sum()
+	b.Bool("destructive", s.Destructive).String("lockTimeout", s.LockTimeout)
+	if len(s.Phases) > 0 || s.LockCapacity != nil {
+		b.JSON("phases", s.Phases).JSON("lockCapacity", s.LockCapacity)
+	}
+	return b.JSON("bindings", s.Bindings).Sum()
 }
 
 // ErrPlanTampered: a stored plan no longer hashes to its fingerprint.

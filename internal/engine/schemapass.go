@@ -45,10 +45,12 @@ const (
 // Observation is one fresh reading: the bindings of the moment and the plan
 // they give.
 type Observation struct {
-	Bindings    api.Bindings
-	Statements  []api.PlanStatement
-	Destructive bool
-	LockTimeout string
+	Bindings     api.Bindings
+	Statements   []api.PlanStatement
+	Phases       []api.PlanPhase
+	LockCapacity *api.LockCapacity
+	Destructive  bool
+	LockTimeout  string
 }
 
 // SchemaPassInput is everything the pass decides from.
@@ -381,11 +383,13 @@ func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
 			a.Plan.Name, a.OperationID))
 	}
 	spec := api.PtahSchemaPlanSpec{
-		Schema:      api.ObjectReference{Name: in.Name, UID: in.UID},
-		Statements:  obs.Statements,
-		Destructive: obs.Destructive,
-		LockTimeout: obs.LockTimeout,
-		Bindings:    obs.Bindings,
+		Schema:       api.ObjectReference{Name: in.Name, UID: in.UID},
+		Statements:   obs.Statements,
+		Phases:       obs.Phases,
+		LockCapacity: obs.LockCapacity,
+		Destructive:  obs.Destructive,
+		LockTimeout:  obs.LockTimeout,
+		Bindings:     obs.Bindings,
 	}
 	spec.Fingerprint = PlanFingerprint(spec)
 	cur := in.CurrentPlan

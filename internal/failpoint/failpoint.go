@@ -27,6 +27,9 @@ const (
 	// MidPlan: the first statement of a plan ran in its transaction, the
 	// next (or the COMMIT) did not.
 	MidPlan = "mid-plan"
+	// BetweenPhases: a phase of a plan of several committed, the next did
+	// not begin.
+	BetweenPhases = "between-phases"
 )
 
 // Hit stops the process if PTAH_FAILPOINT names this point.

@@ -8,6 +8,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -84,11 +85,40 @@ func BaseURL(t testing.TB) string {
 	return baseURL
 }
 
+// NewServer starts a throwaway server for this test alone, with opts (for
+// settings the shared server does not have, such as
+// pgserver.StockLimits()), and returns the URL of its maintenance
+// database. The server is stopped when the test ends. Without server
+// binaries the test is skipped if PTAH_TEST_DATABASE_URL is set (that
+// server's settings are not the test's to choose), and fails otherwise.
+func NewServer(t testing.TB, opts ...pgserver.Option) string {
+	t.Helper()
+	srv, err := pgserver.Start(opts...)
+	if errors.Is(err, pgserver.ErrNoBinaries) && os.Getenv(EnvURL) != "" {
+		t.Skipf("this test starts a server of its own, with settings of its own: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("starting a throwaway PostgreSQL for %s: %v", t.Name(), err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Logf("stopping the server: %v", err)
+		}
+	})
+	return srv.URL("postgres")
+}
+
 // NewDB creates a fresh, empty database (from template0) for this test and
 // returns its URL. The database is dropped when the test ends.
 func NewDB(t testing.TB) string {
 	t.Helper()
-	base := BaseURL(t)
+	return NewDBOn(t, BaseURL(t))
+}
+
+// NewDBOn is NewDB on the server whose maintenance database is at base
+// (see NewServer).
+func NewDBOn(t testing.TB, base string) string {
+	t.Helper()
 	name := fmt.Sprintf("ptahtest_%d_%d", os.Getpid(), counter.Add(1))
 	if err := admin(base, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
 		t.Fatalf("creating the test's database: %v", err)

@@ -33,14 +33,14 @@ var (
 	// flight, so the plan may or may not have committed. The run journal
 	// answers once the writer session is gone (see Run.Committed).
 	ErrOutcomeUnknown = errors.New("the plan's outcome is unknown")
-	// ErrPartiallyApplied: the plan's enum phase (its leading ALTER TYPE
-	// ... ADD VALUE statements, committed in a transaction of their own,
-	// see Writer.Execute) committed, then the rest of the plan failed and
-	// was rolled back. The database changed, to neither the state the plan
-	// was made from nor the one it aims at. It is deliberately neither
-	// ErrPlanFailed nor ErrOutcomeUnknown, and wraps neither: a caller must
-	// not take it for "nothing happened". A schema run settles it as an
-	// uncertain one, by a fresh observation (which no longer plans the
-	// labels); the journal records it as RunPartiallyApplied.
-	ErrPartiallyApplied = errors.New("the plan was partially applied: its enum phase committed, the rest failed and was rolled back")
+	// ErrPartiallyApplied: the plan runs in several transactions (its
+	// phases, see Writer.Execute), and one or more of them committed
+	// before a later one failed and was rolled back. The database changed,
+	// to neither the state the plan was made from nor the one it aims at.
+	// It is deliberately neither ErrPlanFailed nor ErrOutcomeUnknown, and
+	// wraps neither: a caller must not take it for "nothing happened". A
+	// schema run settles it as an uncertain one, by a fresh observation
+	// (which plans only what is still missing); the journal records it as
+	// RunPartiallyApplied.
+	ErrPartiallyApplied = errors.New("the plan was partially applied: its first transactions committed, a later one failed and was rolled back")
 )

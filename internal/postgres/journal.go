@@ -17,9 +17,9 @@ const (
 	RunSucceeded = "succeeded"
 	// RunFailed: the plan rolled back; nothing of it committed.
 	RunFailed = "failed"
-	// RunPartiallyApplied: the plan's enum phase (see Writer.Execute)
-	// committed, then the rest of the plan failed and rolled back. The
-	// committed steps are those with a CommittedAt.
+	// RunPartiallyApplied: one or more of the plan's phases (see
+	// Writer.Execute) committed, then a later one failed and rolled back.
+	// The committed steps are those with a CommittedAt.
 	RunPartiallyApplied = "partially-applied"
 )
 
@@ -32,21 +32,25 @@ type Run struct {
 	PlanUID     string
 	Writer      Session
 	Deadline    time.Time
-	StartedAt   time.Time
-	FinishedAt  *time.Time // nil: the run never finished
-	Outcome     string     // RunSucceeded, RunFailed, RunPartiallyApplied, or "" while unfinished
-	Error       string     // why it failed
-	Steps       []RunStep
+	// Phases is how many transactions the plan runs in (0 in a run
+	// journaled before ptah recorded it).
+	Phases     int
+	StartedAt  time.Time
+	FinishedAt *time.Time // nil: the run never finished
+	Outcome    string     // RunSucceeded, RunFailed, RunPartiallyApplied, or "" while unfinished
+	Error      string     // why it failed
+	Steps      []RunStep
 }
 
 // RunStep is one statement of a run. A step is journaled in the
-// transaction that runs its statement, so it becomes visible only when that
-// transaction commits, and CommittedAt is then the time of that commit. A
-// schema plan runs in one transaction, or two when it has an enum phase
-// (see Writer.Execute): the enum phase's steps may then be visible and
-// committed in a run that is unfinished or partially applied.
+// transaction that runs its statement, its phase's, so it becomes visible
+// only when that transaction commits, and CommittedAt is then the time of
+// that commit. A plan of several phases (see Writer.Execute) may have
+// steps visible and committed in a run that is unfinished or partially
+// applied: those of the phases that committed.
 type RunStep struct {
 	Step        int // 1-based
+	Phase       int // 1-based; 0 in a run journaled before ptah recorded it
 	Statement   string
 	StartedAt   time.Time
 	CommittedAt *time.Time
@@ -57,7 +61,7 @@ type RunStep struct {
 func (r *Run) Committed() bool { return r.Outcome == RunSucceeded }
 
 // AnyCommitted reports whether any statement of the plan committed: the
-// whole plan, or its enum phase alone. This too is exact: each step's
+// whole plan, or its first phases. This too is exact: each step's
 // CommittedAt commits with the statement.
 func (r *Run) AnyCommitted() bool {
 	if r.Committed() {
@@ -74,7 +78,7 @@ func (r *Run) AnyCommitted() bool {
 // Unfinished reports whether the run has no recorded end. While its writer
 // session is alive it may still be running; once the session is gone (see
 // SessionAlive), an unfinished run is one whose main transaction did not
-// commit. Its enum phase, if it had one, may have: see AnyCommitted.
+// commit. Its first phases, if it had several, may have: see AnyCommitted.
 func (r *Run) Unfinished() bool { return r.FinishedAt == nil }
 
 // ReadRun returns the journal of operationID with its steps, or an error
@@ -92,24 +96,24 @@ func readRun(ctx context.Context, conn *pgx.Conn, operationID string) (*Run, err
 	err := conn.QueryRow(ctx, `
 SELECT operation_id, coalesce(resource, ''), coalesce(plan_uid, ''), coalesce(writer_pid, 0),
        coalesce(writer_backend_start, '-infinity'), coalesce(deadline, '-infinity'),
-       coalesce(started_at, '-infinity'), finished_at, coalesce(outcome, ''), coalesce(error, '')
+       coalesce(phases, 0), coalesce(started_at, '-infinity'), finished_at, coalesce(outcome, ''), coalesce(error, '')
 FROM ptah.runs WHERE operation_id = $1`, operationID).Scan(
 		&r.OperationID, &r.Resource, &r.PlanUID, &r.Writer.PID, &r.Writer.BackendStart, &r.Deadline,
-		&r.StartedAt, &r.FinishedAt, &r.Outcome, &r.Error)
+		&r.Phases, &r.StartedAt, &r.FinishedAt, &r.Outcome, &r.Error)
 	if errors.Is(err, pgx.ErrNoRows) || isUndefinedRelation(err) {
 		return nil, ErrRunNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	rows, err := conn.Query(ctx, `SELECT step, statement, started_at, committed_at
+	rows, err := conn.Query(ctx, `SELECT step, coalesce(phase, 0), statement, started_at, committed_at
 		FROM ptah.run_steps WHERE operation_id = $1 ORDER BY step`, operationID)
 	if err != nil {
 		return nil, err
 	}
 	r.Steps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunStep, error) {
 		var s RunStep
-		err := row.Scan(&s.Step, &s.Statement, &s.StartedAt, &s.CommittedAt)
+		err := row.Scan(&s.Step, &s.Phase, &s.Statement, &s.StartedAt, &s.CommittedAt)
 		return s, err
 	})
 	if err != nil {
@@ -124,10 +128,10 @@ FROM ptah.runs WHERE operation_id = $1`, operationID).Scan(
 // attempt under the same ID finds the row and executes nothing.
 func recordRunStart(ctx context.Context, conn *pgx.Conn, r *Run) error {
 	tag, err := conn.Exec(ctx, `
-INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, started_at, contract_version)
-VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), $7)
+INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, phases, started_at, contract_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), $8)
 ON CONFLICT (operation_id) DO NOTHING`,
-		r.OperationID, r.Resource, r.PlanUID, r.Writer.PID, r.Writer.BackendStart, r.Deadline, api.ContractVersion)
+		r.OperationID, r.Resource, r.PlanUID, r.Writer.PID, r.Writer.BackendStart, r.Deadline, r.Phases, api.ContractVersion)
 	if err != nil {
 		return err
 	}
@@ -138,24 +142,25 @@ ON CONFLICT (operation_id) DO NOTHING`,
 }
 
 // recordStepStart journals a statement inside its transaction.
-func recordStepStart(ctx context.Context, tx pgx.Tx, operationID string, step int, sql string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO ptah.run_steps (operation_id, step, statement, started_at)
-		VALUES ($1, $2, $3, clock_timestamp())`, operationID, step, sql)
+func recordStepStart(ctx context.Context, tx pgx.Tx, operationID string, step, phase int, sql string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO ptah.run_steps (operation_id, step, phase, statement, started_at)
+		VALUES ($1, $2, $3, $4, clock_timestamp())`, operationID, step, phase, sql)
 	return err
 }
 
-// recordStepsCommitted marks the steps journaled in the enum phase's
-// transaction committed, inside it, immediately before its COMMIT.
-func recordStepsCommitted(ctx context.Context, tx pgx.Tx, operationID string) error {
+// recordStepsCommitted marks steps [from, to] (1-based), journaled in a
+// phase's transaction before the last, committed, inside it, immediately
+// before its COMMIT.
+func recordStepsCommitted(ctx context.Context, tx pgx.Tx, operationID string, from, to int) error {
 	_, err := tx.Exec(ctx, `UPDATE ptah.run_steps SET committed_at = clock_timestamp()
-		WHERE operation_id = $1 AND committed_at IS NULL`, operationID)
+		WHERE operation_id = $1 AND step BETWEEN $2 AND $3`, operationID, from, to)
 	return err
 }
 
 // recordRunSucceeded marks the run and its steps committed, inside the
-// plan's (main) transaction, immediately before COMMIT: the marks become
-// visible exactly when the plan does. Steps of an enum phase keep the time
-// their own transaction committed.
+// plan's last transaction, immediately before COMMIT: the marks become
+// visible exactly when the plan does. Steps of earlier phases keep the
+// time their own transaction committed.
 func recordRunSucceeded(ctx context.Context, tx pgx.Tx, operationID string) error {
 	tag, err := tx.Exec(ctx, `
 WITH steps AS (

@@ -32,11 +32,24 @@ var destructiveHazards = map[Hazard]bool{HazardDeletesData: true}
 type Statement struct {
 	SQL     string
 	Hazards []Hazard
+	// Locks names the objects the statement locks, as the planner sees
+	// them: the relations it creates, alters or drops, their indexes and
+	// TOAST tables, the tables it references. Only PlanPhases reads it,
+	// to cut a plan into transactions; a published plan keeps the phases,
+	// not the locks.
+	Locks []string
 }
 
 // Plan is the ordered DDL that takes a live database to the desired state.
 type Plan struct {
 	Statements []Statement
+	// Phases are the transactions the plan runs in, in order (see
+	// PlanPhases); their statements add up to the plan's. A plan without
+	// phases runs as PlanPhases(Statements, 0) cuts it.
+	Phases []Phase
+	// LockCapacity is the target server's lock table, which the phases
+	// were cut to fit; zero when not known.
+	LockCapacity LockCapacity
 	// Destructive is true when any statement deletes data.
 	Destructive bool
 	// LockTimeout bounds how long each statement waits for a lock.
@@ -54,28 +67,101 @@ func (p *Plan) Preamble() []string {
 }
 
 // Script renders the plan as a script psql runs as-is
-// (psql -v ON_ERROR_STOP=1 -f -). An empty plan renders as no statements.
+// (psql -v ON_ERROR_STOP=1 -f -), in the transactions ptah runs it in:
+// each phase between BEGIN and COMMIT, headed by a comment saying which
+// statements it holds and why it is a transaction of its own. An empty
+// plan renders as no statements.
 func (p *Plan) Script() string {
 	if len(p.Statements) == 0 {
 		return "-- ptah: no changes\n"
 	}
+	phases := p.Transactions()
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- ptah plan: %d statement(s)", len(p.Statements))
+	if len(phases) > 1 {
+		fmt.Fprintf(&b, " in %d transactions", len(phases))
+	}
 	if p.Destructive {
 		b.WriteString(", destructive")
 	}
 	b.WriteString("\n")
+	for _, line := range p.TransactionsNote() {
+		b.WriteString("-- " + line + "\n")
+	}
 	for _, s := range p.Preamble() {
 		b.WriteString(s + ";\n")
 	}
-	for i, s := range p.Statements {
-		fmt.Fprintf(&b, "\n-- %d/%d", i+1, len(p.Statements))
-		if len(s.Hazards) > 0 {
-			fmt.Fprintf(&b, " hazards: %s", joinHazards(s.Hazards))
+	next := 0
+	for k, ph := range phases {
+		if len(phases) > 1 {
+			fmt.Fprintf(&b, "\n-- transaction %d/%d: %s", k+1, len(phases), statementRange(next, ph.Statements))
+			if ph.Reason != "" {
+				fmt.Fprintf(&b, " (%s)", ph.Reason)
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n" + s.SQL + ";\n")
+		b.WriteString("BEGIN;\n")
+		for i := next; i < next+ph.Statements; i++ {
+			s := p.Statements[i]
+			fmt.Fprintf(&b, "\n-- %d/%d", i+1, len(p.Statements))
+			if len(s.Hazards) > 0 {
+				fmt.Fprintf(&b, " hazards: %s", joinHazards(s.Hazards))
+			}
+			b.WriteString("\n" + s.SQL + ";\n")
+		}
+		b.WriteString("COMMIT;\n")
+		next += ph.Statements
 	}
 	return b.String()
+}
+
+// TransactionsNote explains, in a few sentences, why a plan runs in more
+// than one transaction, and what that means if one fails; nil for a plan
+// of one transaction. The text output and the script both print it.
+func (p *Plan) TransactionsNote() []string {
+	phases := p.Transactions()
+	if len(phases) < 2 {
+		return nil
+	}
+	var lines []string
+	next, locks, parts := 0, 0, 0
+	for _, ph := range phases {
+		switch ph.Reason {
+		case PhaseEnumLabels:
+			what := "adds an enum label and commits first, on its own"
+			if ph.Statements > 1 {
+				what = "add enum labels and commit first, on their own"
+			}
+			lines = append(lines, fmt.Sprintf("%s %s: PostgreSQL cannot use a label in the transaction that adds it.",
+				capitalize(statementRange(next, ph.Statements)), what))
+		case PhaseLockBudget:
+			locks += ph.Locks
+			parts++
+		}
+		next += ph.Statements
+	}
+	if parts > 0 {
+		c := p.LockCapacity
+		lines = append(lines, fmt.Sprintf(
+			"The plan locks about %d objects; one transaction may hold %d on this server (half its lock table: max_locks_per_transaction %d x (max_connections %d + max_prepared_transactions %d)), so it commits in %d parts.",
+			locks, c.Budget(), c.MaxLocksPerTransaction, c.MaxConnections, c.MaxPreparedTransactions, parts))
+	}
+	return append(lines, "If a transaction fails, it rolls back, and those before it stay committed.")
+}
+
+// statementRange names statements [from, from+n) of a plan, 1-based.
+func statementRange(from, n int) string {
+	if n == 1 {
+		return fmt.Sprintf("statement %d", from+1)
+	}
+	return fmt.Sprintf("statements %d-%d", from+1, from+n)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func joinHazards(hs []Hazard) string {

@@ -21,7 +21,8 @@ import (
 //     their statement, and a success in the plan's (main) transaction, so
 //     a succeeded run row means the plan committed. A failure is recorded
 //     after a rollback: failed (nothing committed), or partially-applied
-//     (the enum phase committed, see Writer.Execute).
+//     (earlier phases of the plan committed, see Writer.Execute). A step
+//     names its phase, and a run how many phases its plan has.
 //   - ptah.target_instance: a minted identifier, only created when the role
 //     may not read the server's system identifier (see TargetIdentity).
 //
@@ -49,26 +50,30 @@ CREATE TABLE IF NOT EXISTS ptah.runs (
 	writer_pid           integer,
 	writer_backend_start timestamptz,
 	deadline             timestamptz,
+	phases               integer,
 	started_at           timestamptz,
 	finished_at          timestamptz,
 	outcome              text CONSTRAINT runs_outcome_check
 	                     CHECK (outcome IN ('succeeded', 'failed', 'partially-applied')),
 	error                text
 );
--- A journal created before runs could be partially applied.
+-- A journal created before runs could be partially applied, or had phases.
 ALTER TABLE ptah.runs DROP CONSTRAINT IF EXISTS runs_outcome_check,
-	ADD CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'partially-applied'));
+	ADD CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'partially-applied')),
+	ADD COLUMN IF NOT EXISTS phases integer;
 COMMENT ON TABLE ptah.runs IS
 	'ptah run journal: recorded before any plan SQL; a success commits with the plan itself, a failure is recorded after its rollback';
 
 CREATE TABLE IF NOT EXISTS ptah.run_steps (
 	operation_id text NOT NULL REFERENCES ptah.runs (operation_id) ON DELETE CASCADE,
 	step         integer NOT NULL,
+	phase        integer,
 	statement    text NOT NULL,
 	started_at   timestamptz NOT NULL,
 	committed_at timestamptz,
 	PRIMARY KEY (operation_id, step)
 );
+ALTER TABLE ptah.run_steps ADD COLUMN IF NOT EXISTS phase integer;
 COMMENT ON TABLE ptah.run_steps IS
 	'ptah run journal: each statement of a run as it started and committed';
 
@@ -95,7 +100,8 @@ COMMENT ON TABLE ptah.target_instance IS
 const SchemaLockKey int64 = 0x7074616844444c
 
 // ensureRuntimeSchema creates the runtime tables if they are missing, and
-// brings an older ptah.runs up to date (the partially-applied outcome).
+// brings an older journal up to date (the partially-applied outcome, the
+// phase columns).
 // CREATE ... IF NOT EXISTS alone is not safe under concurrency: two sessions
 // can both see the schema missing and one fails on a unique index of the
 // catalog. The advisory lock serializes ptah's creators; the retry covers a
@@ -109,7 +115,9 @@ func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
 		AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('ptah.runs')
 			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')
 		AND (SELECT count(*) FROM pg_attribute WHERE attname = 'contract_version' AND NOT attisdropped
-			AND attrelid IN (to_regclass('ptah.leases'), to_regclass('ptah.runs'))) = 2`).Scan(&present)
+			AND attrelid IN (to_regclass('ptah.leases'), to_regclass('ptah.runs'))) = 2
+		AND (SELECT count(*) FROM pg_attribute WHERE NOT attisdropped AND (attrelid, attname) IN
+			((to_regclass('ptah.runs'), 'phases'), (to_regclass('ptah.run_steps'), 'phase'))) = 2`).Scan(&present)
 	if err != nil {
 		return fmt.Errorf("checking the ptah runtime tables: %w", err)
 	}

@@ -188,3 +188,29 @@ func TestRuntimeSchemaUpgradesTheRunOutcomes(t *testing.T) {
 		t.Errorf("the old row's outcome: %q, %v", outcome, err)
 	}
 }
+
+// TestRuntimeSchemaAddsThePhaseColumns: a journal created before runs
+// recorded their phases gets the columns, and its old rows read as phase 0.
+func TestRuntimeSchemaAddsThePhaseColumns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	conn := dial(t, url)
+	if err := ensureRuntimeSchema(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, conn, `ALTER TABLE ptah.runs DROP COLUMN phases; ALTER TABLE ptah.run_steps DROP COLUMN phase;
+		INSERT INTO ptah.runs (operation_id, writer_pid, writer_backend_start, deadline, started_at, finished_at, outcome)
+			VALUES ('old', 1, now(), now(), now(), now(), 'succeeded');
+		INSERT INTO ptah.run_steps (operation_id, step, statement, started_at) VALUES ('old', 1, 'SELECT 1', now())`)
+	if err := ensureRuntimeSchema(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ReadRun(ctx, conn, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Phases != 0 || len(run.Steps) != 1 || run.Steps[0].Phase != 0 {
+		t.Errorf("old run = %+v", run)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -157,24 +156,25 @@ func (w *Writer) release(ctx context.Context, conn *pgx.Conn) error {
 type ProgressFunc func(done, total int, s Statement)
 
 // StatementError is a plan statement PostgreSQL refused. The transaction it
-// ran in was rolled back: none of that transaction is visible.
+// ran in, its phase's, was rolled back: none of that phase is visible.
 //
 // Committed counts the statements of the plan that had already committed,
-// in the plan's enum phase (see Writer.Execute), when this one failed. When
-// it is 0 the error is ErrPlanFailed: nothing of the plan is visible. When
-// it is more, the error is ErrPartiallyApplied instead, and not
-// ErrPlanFailed: those statements stay committed.
+// in the phases before this one (see Writer.Execute), when this one
+// failed. When it is 0 the error is ErrPlanFailed: nothing of the plan is
+// visible. When it is more, the error is ErrPartiallyApplied instead, and
+// not ErrPlanFailed: those statements stay committed.
 type StatementError struct {
-	Step, Total int // Step is 1-based
-	SQL         string
-	Committed   int
-	Err         error
+	Step, Total   int // Step is 1-based
+	Phase, Phases int // the phase (1-based) the statement ran in, of the plan's
+	SQL           string
+	Committed     int
+	Err           error
 }
 
 func (e *StatementError) Error() string {
 	if e.Committed > 0 {
-		return fmt.Sprintf("statement %d/%d failed after the plan's enum phase (statements 1-%d) committed: %v\n%s",
-			e.Step, e.Total, e.Committed, e.Err, e.SQL)
+		return fmt.Sprintf("statement %d/%d failed in transaction %d/%d, after %s (%s) committed: %v\n%s",
+			e.Step, e.Total, e.Phase, e.Phases, committedPhases(e.Phase-1), statementRange(0, e.Committed), e.Err, e.SQL)
 	}
 	return fmt.Sprintf("statement %d/%d failed: %v\n%s", e.Step, e.Total, e.Err, e.SQL)
 }
@@ -192,154 +192,76 @@ func failureClass(committed int) error {
 	return ErrPlanFailed
 }
 
-// EnumPhase returns how many statements, at the start of the plan, add
-// labels to existing enum types (ALTER TYPE ... ADD VALUE) and are followed
-// by other statements. Writer.Execute commits those in a transaction of
-// their own, the plan's enum phase, before running the rest in the main
-// one; 0 means the whole plan runs in one transaction.
-//
-// PostgreSQL refuses to use a label (as a default, in a check, a view, an
-// index predicate, a row) in the transaction that added it (SQLSTATE
-// 55P04), so a plan that adds a label and uses it cannot be one
-// transaction. Diff puts every ADD VALUE first in its plans, where the move
-// is known to be safe (see alterEnum). Execute moves nothing: an ADD VALUE
-// after another kind of statement stays in the main transaction, in its
-// place, and a plan of ADD VALUE statements alone runs in one transaction
-// as any other.
-func (p *Plan) EnumPhase() int {
-	n := 0
-	for n < len(p.Statements) && addsEnumLabel(p.Statements[n].SQL) {
-		n++
+// committedPhases names the first n phases of a plan.
+func committedPhases(n int) string {
+	if n == 1 {
+		return "transaction 1"
 	}
-	if n == len(p.Statements) {
-		return 0
-	}
-	return n
-}
-
-// addsEnumLabel reports whether sql is an ALTER TYPE name ADD VALUE
-// statement: keywords in any case, the name optionally schema-qualified,
-// either part quoted or not.
-func addsEnumLabel(sql string) bool {
-	rest, ok := keywords(sql, "alter", "type")
-	if !ok {
-		return false
-	}
-	if rest, ok = identifier(rest); !ok {
-		return false
-	}
-	if after, dot := strings.CutPrefix(strings.TrimLeft(rest, " \t\r\n\f"), "."); dot {
-		if rest, ok = identifier(after); !ok {
-			return false
-		}
-	}
-	_, ok = keywords(rest, "add", "value")
-	return ok
-}
-
-// keywords consumes the words, each preceded by optional white space and
-// followed by white space, or the end, or a quote or parenthesis.
-func keywords(s string, words ...string) (string, bool) {
-	for _, w := range words {
-		s = strings.TrimLeft(s, " \t\r\n\f")
-		if len(s) < len(w) || !strings.EqualFold(s[:len(w)], w) {
-			return s, false
-		}
-		s = s[len(w):]
-		if s != "" && !strings.ContainsAny(s[:1], " \t\r\n\f\"'(") {
-			return s, false
-		}
-	}
-	return s, true
-}
-
-// identifier consumes one identifier, quoted or not, after optional white
-// space.
-func identifier(s string) (string, bool) {
-	s = strings.TrimLeft(s, " \t\r\n\f")
-	if after, quoted := strings.CutPrefix(s, `"`); quoted {
-		for i := 0; i < len(after); i++ {
-			if after[i] != '"' {
-				continue
-			}
-			if i+1 < len(after) && after[i+1] == '"' {
-				i++ // a doubled quote
-				continue
-			}
-			return after[i+1:], i > 0
-		}
-		return s, false
-	}
-	end := strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '_' || r == '$' || r >= 0x80 || unicode.IsLetter(r) || unicode.IsDigit(r))
-	})
-	if end < 0 {
-		end = len(s)
-	}
-	return s[end:], end > 0
+	return fmt.Sprintf("transactions 1-%d", n)
 }
 
 // Execute runs plan exactly once under the writer's operation ID.
 //
 // It first commits the run's journal row (operation ID, writer session,
-// deadline), so that whoever finds the run later knows which session to
-// ask about, and so that the operation ID is spent before any plan SQL: a
-// second Execute under the same operation ID, from any process, executes
-// nothing (ErrAlreadyRun).
+// deadline, number of phases), so that whoever finds the run later knows
+// which session to ask about, and so that the operation ID is spent before
+// any plan SQL: a second Execute under the same operation ID, from any
+// process, executes nothing (ErrAlreadyRun).
 //
-// Then the plan runs in ONE transaction: the preamble as SET LOCAL, each
-// statement with its journal step, and the run marked succeeded, all
-// committed by one COMMIT. After any crash the journal is exact: the run is
-// finished and succeeded if and only if the plan committed.
-//
-// The exception is a plan that adds labels to existing enum types and goes
-// on to do more (see Plan.EnumPhase): its leading ADD VALUE statements
-// first run in a transaction of their own, the enum phase, with their
-// journal steps, which that transaction marks committed (the run row stays
-// unfinished); then the rest of the plan runs in the main transaction as
-// above. Each transaction checks the lease and applies the preamble. The
-// journal stays exact: the enum phase committed if and only if its steps
-// are committed, and the rest of the plan if and only if the run succeeded.
-// Statements are numbered, reported to progress and journaled in plan
-// order, which is the order they run in, each once.
+// Then the plan runs phase by phase (see Plan.Phases and PlanPhases), each
+// phase in ONE transaction: the preamble as SET LOCAL, each statement with
+// its journal step (which names the phase), and then, in the last phase,
+// the run marked succeeded, or, in an earlier one, the phase's steps
+// marked committed; all committed by the phase's COMMIT, before the next
+// phase begins. Each transaction checks the lease first. After any crash
+// the journal is exact: a phase committed if and only if its steps are
+// committed, and the whole plan if and only if the run succeeded. A plan
+// of one phase is all-or-nothing. Statements are numbered, reported to
+// progress and journaled in plan order, which is the order they run in,
+// each once.
 //
 // Errors:
-//   - ErrNotStarted: nothing ran.
+//   - ErrNotStarted: nothing ran (the plan's phases do not cover its
+//     statements, or its run could not be recorded).
 //   - ErrAlreadyRun: the operation ID was spent already; nothing ran.
 //   - ErrPlanFailed (a *StatementError, or a failure around the
-//     statements): rolled back, nothing of the plan committed; recorded as
-//     failed when the session still allows it.
+//     statements): the first phase rolled back, nothing of the plan
+//     committed; recorded as failed when the session still allows it.
 //   - ErrPartiallyApplied (a *StatementError with Committed > 0, or a
-//     failure around the statements): the enum phase committed, then the
-//     main transaction failed and was rolled back. The database changed: it
-//     has the new labels and nothing else of the plan. Recorded as
-//     partially applied (RunPartiallyApplied) when the session still allows
-//     it. It does not wrap ErrPlanFailed.
-//   - ErrOutcomeUnknown: the connection was lost during a COMMIT (of the
-//     enum phase or of the main transaction); read the journal once the
-//     session is gone. When the enum phase committed, the message says so.
+//     failure around the statements): one or more phases committed, then
+//     a later one failed and was rolled back. The database changed: it has
+//     the committed phases and nothing of the rest. Recorded as partially
+//     applied (RunPartiallyApplied) when the session still allows it. It
+//     does not wrap ErrPlanFailed.
+//   - ErrOutcomeUnknown: the connection was lost during a COMMIT; read the
+//     journal once the session is gone. When earlier phases committed, the
+//     message says so.
 func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progress ProgressFunc) error {
 	if w.conn == nil || w.conn.IsClosed() {
 		return fmt.Errorf("%w: executing operation %s: %w", ErrNotStarted, w.operationID, ErrWriterClosed)
 	}
+	phases, err := plan.phases()
+	if err != nil {
+		return fmt.Errorf("%w: executing operation %s: %w", ErrNotStarted, w.operationID, err)
+	}
 	run := &Run{OperationID: w.operationID, Resource: w.resource, PlanUID: planUID,
-		Writer: w.session, Deadline: w.deadline}
+		Writer: w.session, Deadline: w.deadline, Phases: len(phases)}
 	if err := recordRunStart(ctx, w.conn, run); err != nil {
 		if errors.Is(err, ErrAlreadyRun) {
 			return fmt.Errorf("executing operation %s: %w", w.operationID, err)
 		}
 		return fmt.Errorf("%w: recording the start of run %s: %w", ErrNotStarted, w.operationID, err)
 	}
-	// The phases: [0, enum) in its own transaction, then [enum, total).
 	committed := 0
-	if enum := plan.EnumPhase(); enum > 0 {
-		if err := w.runTx(ctx, plan, 0, enum, progress); err != nil {
-			return w.failed(ctx, err, 0)
+	for k, ph := range phases {
+		if k > 0 {
+			failpoint.Hit(failpoint.BetweenPhases)
 		}
-		committed = enum
-	}
-	if err := w.runTx(ctx, plan, committed, len(plan.Statements), progress); err != nil {
-		return w.failed(ctx, err, committed)
+		tx := phaseTx{plan: plan, phase: k + 1, phases: len(phases), from: committed, to: committed + ph.Statements}
+		if err := w.runTx(ctx, tx, progress); err != nil {
+			return w.failed(ctx, err, k, committed)
+		}
+		committed = tx.to
 	}
 	// Back to idle: the session must not outlive the deadline holding the
 	// lock. Past it already, the plan committed all the same.
@@ -349,12 +271,14 @@ func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progre
 	return nil
 }
 
-// failed journals a transaction of the plan that did not commit, after
-// committed statements had, and returns its error.
-func (w *Writer) failed(ctx context.Context, err error, committed int) error {
+// failed journals a phase of the plan that did not commit, after the
+// phases before it (done of them, committed statements) had, and returns
+// its error.
+func (w *Writer) failed(ctx context.Context, err error, done, committed int) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
 		if committed > 0 {
-			return fmt.Errorf("executing run %s (its enum phase, statements 1-%d, committed): %w", w.operationID, committed, err)
+			return fmt.Errorf("executing run %s (its %s, %s, committed): %w",
+				w.operationID, committedPhases(done), statementRange(0, committed), err)
 		}
 		return fmt.Errorf("executing run %s: %w", w.operationID, err)
 	}
@@ -382,17 +306,26 @@ func (w *Writer) recordFailure(ctx context.Context, planErr error, outcome strin
 	return planErr
 }
 
-// runTx runs statements [from, to) of the plan in one transaction. The
-// last transaction of the plan (to is the plan's end) marks the run
-// succeeded; an earlier one, the enum phase, only marks its steps
-// committed. Any error but ErrOutcomeUnknown means the transaction did not
-// commit; its class is failureClass(from): statements before from
-// committed already.
-func (w *Writer) runTx(ctx context.Context, plan *Plan, from, to int, progress ProgressFunc) (err error) {
-	class := failureClass(from)
+// phaseTx is one phase of a plan: statements [from, to), the phase-th of
+// phases.
+type phaseTx struct {
+	plan          *Plan
+	phase, phases int
+	from, to      int
+}
+
+func (p phaseTx) last() bool { return p.to == len(p.plan.Statements) }
+
+// runTx runs one phase of the plan in one transaction. The last phase
+// marks the run succeeded; an earlier one only marks its steps committed.
+// Any error but ErrOutcomeUnknown means the transaction did not commit;
+// its class is failureClass(p.from): statements before from committed
+// already.
+func (w *Writer) runTx(ctx context.Context, p phaseTx, progress ProgressFunc) (err error) {
+	class := failureClass(p.from)
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: beginning a transaction of the plan: %w", class, err)
+		return fmt.Errorf("%w: beginning transaction %d/%d of the plan: %w", class, p.phase, p.phases, err)
 	}
 	committing := false
 	defer func() {
@@ -401,13 +334,13 @@ func (w *Writer) runTx(ctx context.Context, plan *Plan, from, to int, progress P
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := w.prepare(ctx, tx, plan); err != nil {
+	if err := w.prepare(ctx, tx, p.plan); err != nil {
 		return fmt.Errorf("%w: %w", class, err)
 	}
-	total := len(plan.Statements)
-	for i := from; i < to; i++ {
-		s := plan.Statements[i]
-		if err := w.runStatement(ctx, tx, i+1, total, from, s); err != nil {
+	total := len(p.plan.Statements)
+	for i := p.from; i < p.to; i++ {
+		s := p.plan.Statements[i]
+		if err := w.runStatement(ctx, tx, p, i+1, s); err != nil {
 			return err
 		}
 		if progress != nil {
@@ -420,12 +353,12 @@ func (w *Writer) runTx(ctx context.Context, plan *Plan, from, to int, progress P
 	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
 		return fmt.Errorf("%w: %w", class, err)
 	}
-	if to == total {
+	if p.last() {
 		if err := recordRunSucceeded(ctx, tx, w.operationID); err != nil {
 			return fmt.Errorf("%w: recording the run's success: %w", class, err)
 		}
-	} else if err := recordStepsCommitted(ctx, tx, w.operationID); err != nil {
-		return fmt.Errorf("%w: recording the enum phase's commit: %w", class, err)
+	} else if err := recordStepsCommitted(ctx, tx, w.operationID, p.from+1, p.to); err != nil {
+		return fmt.Errorf("%w: recording the commit of transaction %d/%d: %w", class, p.phase, p.phases, err)
 	}
 	committing = true
 	return commitError(tx.Commit(ctx), class)
@@ -457,12 +390,12 @@ func (w *Writer) prepare(ctx context.Context, tx pgx.Tx, plan *Plan) error {
 	return nil
 }
 
-func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, step, total, committed int, s Statement) error {
-	class := failureClass(committed)
+func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseTx, step int, s Statement) error {
+	class, total := failureClass(p.from), len(p.plan.Statements)
 	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
 		return fmt.Errorf("%w: before statement %d/%d: %w", class, step, total, err)
 	}
-	if err := recordStepStart(ctx, tx, w.operationID, step, s.SQL); err != nil {
+	if err := recordStepStart(ctx, tx, w.operationID, step, p.phase, s.SQL); err != nil {
 		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step, total, err)
 	}
 	if _, err := tx.Exec(ctx, s.SQL); err != nil {
@@ -473,7 +406,7 @@ func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, step, total, commi
 		if IsQueryCanceled(err) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
 		}
-		return &StatementError{Step: step, Total: total, SQL: s.SQL, Committed: committed, Err: err}
+		return &StatementError{Step: step, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL, Committed: p.from, Err: err}
 	}
 	return nil
 }

@@ -316,25 +316,63 @@ func crashChild(t *testing.T, url string) {
 	t.Fatalf("Execute returned (%v); the failpoint should have stopped the process", err)
 }
 
-func TestEnumPhase(t *testing.T) {
+// TestPlanPhases: the leading enum labels are a phase of their own when
+// more follows; the rest is cut into the fewest phases that stay within
+// the lock budget, a table counted once however many statements lock it.
+func TestPlanPhases(t *testing.T) {
 	t.Parallel()
-	add := "ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'"
-	use := "ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'"
+	add := Statement{SQL: "ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'"}
+	use := Statement{SQL: "ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'", Locks: []string{"public.t"}}
+	locks := func(names ...string) Statement { return Statement{SQL: "SELECT 1", Locks: names} }
+	// 4 objects each; with the overhead, two of them fit a budget of 24.
+	a, b, c := locks("a", "a.toast", "a.toast.index", "a_pkey"), locks("b", "b.toast", "b.toast.index", "b_pkey"), locks("c", "c.toast", "c.toast.index", "c_pkey")
+	reindexA := locks("a", "a_pkey") // nothing new once a is locked
+	huge := locks("h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10")
+	type ph struct {
+		n, locks int
+		reason   string
+	}
 	for _, tt := range []struct {
-		plan *Plan
-		want int
+		name   string
+		stmts  []Statement
+		budget int
+		want   []ph
 	}{
-		{planOf(), 0},
-		{planOf(use), 0},
-		{planOf(add), 0},      // labels alone: one transaction
-		{planOf(add, add), 0}, // likewise
-		{planOf(add, use), 1},
-		{planOf(add, add, use, add), 2}, // a later ADD VALUE stays in place
-		{planOf(use, add, use), 0},
+		{"empty", nil, 24, nil},
+		{"one statement", []Statement{use}, 0, []ph{{1, 17, ""}}},
+		{"labels alone: one transaction", []Statement{add, add}, 0, []ph{{2, 16, ""}}},
+		{"labels, then their use", []Statement{add, use}, 0, []ph{{1, 16, PhaseEnumLabels}, {1, 17, ""}}},
+		{"a later label stays in place", []Statement{add, add, use, add}, 0, []ph{{2, 16, PhaseEnumLabels}, {2, 17, ""}}},
+		{"no leading label", []Statement{use, add, use}, 0, []ph{{3, 17, ""}}},
+		{"no budget: one transaction", []Statement{a, b, c}, 0, []ph{{3, 28, ""}}},
+		{"within the budget", []Statement{a, b}, 24, []ph{{2, 24, ""}}},
+		{"over the budget", []Statement{a, b, c}, 24, []ph{{2, 24, PhaseLockBudget}, {1, 20, PhaseLockBudget}}},
+		{"an object counts once", []Statement{a, reindexA, b, reindexA, c}, 24, []ph{{4, 24, PhaseLockBudget}, {1, 20, PhaseLockBudget}}},
+		{"a statement over the budget alone", []Statement{a, huge, b}, 24, []ph{{1, 20, PhaseLockBudget}, {1, 26, PhaseLockBudget}, {1, 20, PhaseLockBudget}}},
+		{"labels, then the rest cut", []Statement{add, a, b, c}, 24, []ph{{1, 16, PhaseEnumLabels}, {2, 24, PhaseLockBudget}, {1, 20, PhaseLockBudget}}},
 	} {
-		if got := tt.plan.EnumPhase(); got != tt.want {
-			t.Errorf("EnumPhase(%q) = %d, want %d", tt.plan.Statements, got, tt.want)
+		var got []ph
+		for _, p := range PlanPhases(tt.stmts, tt.budget) {
+			got = append(got, ph{p.Statements, p.Locks, p.Reason})
 		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: PlanPhases = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestLockCapacityBudget(t *testing.T) {
+	t.Parallel()
+	stock := LockCapacity{MaxLocksPerTransaction: 64, MaxConnections: 100}
+	if stock.Slots() != 6400 || stock.Budget() != 3200 {
+		t.Errorf("stock: %d slots, budget %d; want 6400, 3200", stock.Slots(), stock.Budget())
+	}
+	prepared := LockCapacity{MaxLocksPerTransaction: 128, MaxConnections: 100, MaxPreparedTransactions: 100}
+	if prepared.Budget() != 12800 {
+		t.Errorf("budget with prepared transactions = %d, want 12800", prepared.Budget())
+	}
+	if (LockCapacity{}).Budget() != 0 {
+		t.Error("an unknown capacity has a budget")
 	}
 }
 
@@ -418,8 +456,8 @@ func TestExecuteCommitsEnumLabelsBeforeThePlanThatUsesThem(t *testing.T) {
 		"ALTER TABLE public.t ADD CONSTRAINT t_m_check CHECK (m <> 'meh')",
 		"CREATE TABLE public.u (m public.mood NOT NULL DEFAULT 'meh')",
 	)
-	if got := plan.EnumPhase(); got != 2 {
-		t.Fatalf("EnumPhase = %d, want 2", got)
+	if got := plan.Transactions(); len(got) != 2 || got[0].Statements != 2 || got[0].Reason != PhaseEnumLabels {
+		t.Fatalf("phases = %+v, want the first 2 statements in an enum phase", got)
 	}
 	var calls []int
 	var inEnumPhase, inMainPhase []string
@@ -543,7 +581,7 @@ func TestExecuteEnumPhaseThenMainFailureIsPartiallyApplied(t *testing.T) {
 	run := mustReadRun(t, observer, "op-1")
 	if run.Outcome != RunPartiallyApplied || run.Unfinished() || run.Committed() || !run.AnyCommitted() ||
 		len(run.Steps) != 1 || run.Steps[0].CommittedAt == nil || run.Steps[0].Statement != plan.Statements[0].SQL ||
-		!strings.Contains(run.Error, "statement 3/3 failed after the plan's enum phase (statements 1-1) committed") {
+		!strings.Contains(run.Error, "statement 3/3 failed in transaction 2/2, after transaction 1 (statement 1) committed") {
 		t.Errorf("run = %+v, want partially applied, step 1 committed", run)
 	}
 	if err := w.Execute(ctx, "plan-1", plan, nil); !errors.Is(err, ErrAlreadyRun) {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ptah-run/ptah/internal/pgserver"
 	"github.com/ptah-run/ptah/internal/pgtest"
+	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
+	"github.com/ptah-run/ptah/internal/schemagen"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -106,4 +111,71 @@ func BenchmarkPlanPassHistory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkScaleStockServer: a schema of 10,000 tables (schemagen.Default:
+// 9 columns, a primary key, 3 indexes and a foreign key each, a view every
+// 10 tables, a function every 20) on a server with PostgreSQL's default
+// lock and connection limits. Each iteration starts from an empty database
+// and reports, in seconds: plan-from-empty (a published plan), execute
+// (the run, from its journal), apply (the run and the fresh plan that
+// verifies it) and replan (a plan that finds no changes); and the plan's
+// statements and transactions. PTAH_BENCH_TABLES changes the size.
+func BenchmarkScaleStockServer(b *testing.B) {
+	tables := 10000
+	if n, err := strconv.Atoi(os.Getenv("PTAH_BENCH_TABLES")); err == nil && n > 0 {
+		tables = n
+	}
+	base := pgtest.NewServer(b, pgserver.StockLimits())
+	ctx := context.Background()
+	var plan, execute, apply, replan time.Duration
+	var statements, transactions int
+	b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
+		for b.Loop() {
+			url := pgtest.NewDBOn(b, base)
+			r, err := newRunner(ctx, url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res := scaleResource(url, schemagen.Default(tables))
+
+			began := time.Now()
+			planned, err := r.Run(ctx, res, PlanOnly)
+			if err != nil || planned.Plan == nil {
+				b.Fatalf("plan: %v (%s)", err, planned.Status.Message)
+			}
+			plan += time.Since(began)
+			statements, transactions = len(planned.Plan.Spec.Statements), len(planned.Plan.Spec.Phases)
+			if _, err := r.Approve(ctx, ApproveRequest{PlanUID: planned.Plan.UID, Fingerprint: planned.Plan.Spec.Fingerprint, Approver: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+
+			began = time.Now()
+			applied, err := r.Run(ctx, res, Apply)
+			if err != nil || applied.Status.Phase != api.PhaseInSync {
+				b.Fatalf("apply: %v (%s %s)", err, applied.Status.Phase, applied.Status.Message)
+			}
+			apply += time.Since(began)
+			run, err := postgres.ReadRun(ctx, r.Target, applied.Status.Applied.OperationID)
+			if err != nil || run.FinishedAt == nil {
+				b.Fatalf("reading the run: %v", err)
+			}
+			execute += run.FinishedAt.Sub(run.StartedAt)
+
+			began = time.Now()
+			again, err := r.Run(ctx, res, PlanOnly)
+			if err != nil || again.Status.Phase != api.PhaseInSync {
+				b.Fatalf("plan again: %v (%s)", err, again.Status.Message)
+			}
+			replan += time.Since(began)
+			r.Target.Close(ctx)
+		}
+		n := float64(b.N)
+		b.ReportMetric(plan.Seconds()/n, "plan-from-empty-s")
+		b.ReportMetric(execute.Seconds()/n, "execute-s")
+		b.ReportMetric(apply.Seconds()/n, "apply-s")
+		b.ReportMetric(replan.Seconds()/n, "replan-s")
+		b.ReportMetric(float64(statements), "statements")
+		b.ReportMetric(float64(transactions), "transactions")
+	})
 }

@@ -86,27 +86,50 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 		}
 		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz}
 	}
+	var phases []api.PlanPhase
+	for _, ph := range obs.Plan.Phases {
+		phases = append(phases, api.PlanPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+	}
+	var capacity *api.LockCapacity
+	if len(stmts) > 0 {
+		c := api.LockCapacity(obs.Plan.LockCapacity)
+		capacity = &c
+	}
 	return &engine.Observation{
 		Bindings: api.Bindings{
 			ArtifactDigest:          ArtifactDigest(res.Files),
 			CoordinationDigest:      CoordinationDigest(res.Schema.Spec, identity),
 			TargetIdentityDigest:    identity,
-			ActualStateFingerprint:  fingerprint.New("ptah.run/model/v1").JSON("model", obs.Live).Sum(),
+			ActualStateFingerprint:  ActualStateFingerprint(obs),
 			DesiredStateFingerprint: fingerprint.New("ptah.run/model/v1").JSON("model", obs.Desired).Sum(),
 			PolicyFingerprint:       PolicyFingerprint(res.Schema.Spec),
 			ExecutionBinding:        r.binding(),
 		},
-		Statements:  stmts,
-		Destructive: obs.Plan.Destructive,
-		LockTimeout: res.Schema.Spec.Policy.LockTimeout,
+		Statements:   stmts,
+		Phases:       phases,
+		LockCapacity: capacity,
+		Destructive:  obs.Plan.Destructive,
+		LockTimeout:  res.Schema.Spec.Policy.LockTimeout,
 	}, nil
+}
+
+// ActualStateFingerprint covers what was observed of the target: its
+// managed schemas, and the lock capacity the plan's phases are cut to fit,
+// so that a server restarted with other lock settings moves the inputs of
+// a claimed plan as a changed schema does.
+func ActualStateFingerprint(obs *catalog.Observation) string {
+	return fingerprint.New("ptah.run/target-state/v2").
+		JSON("model", obs.Live).
+		JSON("lockCapacity", obs.Plan.LockCapacity).
+		Sum()
 }
 
 func (r *Runner) binding() api.ExecutionBinding {
 	return api.ExecutionBinding{PtahVersion: r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
 }
 
-// ToPlan turns a stored plan back into what the executor runs.
+// ToPlan turns a stored plan back into what the executor runs: its
+// statements, in the phases it was published (and approved) with.
 func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
 	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout}
@@ -116,6 +139,12 @@ func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 			hz[i] = postgres.Hazard(h)
 		}
 		p.Statements = append(p.Statements, postgres.Statement{SQL: s.SQL, Hazards: hz})
+	}
+	for _, ph := range spec.Phases {
+		p.Phases = append(p.Phases, postgres.Phase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+	}
+	if c := spec.LockCapacity; c != nil {
+		p.LockCapacity = postgres.LockCapacity(*c)
 	}
 	return p
 }

@@ -2,8 +2,8 @@ package catalog_test
 
 // The acceptance suite: each case under testdata/acceptance is a pair of
 // schemas (old, new). The harness builds a database from old, plans against
-// new, applies the plan as ptah does (Writer.Execute: one transaction, or an
-// enum phase and then one transaction), and proves convergence: the model
+// new, applies the plan as ptah does (Writer.Execute, in the transactions
+// the plan was cut into), and proves convergence: the model
 // Inspect reads from the migrated database has nothing left to change
 // (Diff against the plan's desired model is empty), and the migrated
 // database equals a fresh one built from new, compared three ways:
@@ -508,7 +508,7 @@ func apply(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, plan *
 	}
 	defer w.Release(context.Background())
 	if err := w.Execute(ctx, "acceptance-plan", plan, nil); err != nil {
-		t.Fatalf("applying the plan (enum phase: %d statements): %v\nplan:\n%s", plan.EnumPhase(), err, plan.Script())
+		t.Fatalf("applying the plan (%d transactions): %v\nplan:\n%s", len(plan.Transactions()), err, plan.Script())
 	}
 	if err := w.Release(ctx); err != nil {
 		t.Fatal(err)

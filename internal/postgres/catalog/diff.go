@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"container/heap"
 	"fmt"
 	"sort"
 	"strings"
@@ -165,6 +166,8 @@ type differ struct {
 	renamedAway map[ID]bool // the live IDs of renamed
 	// children: the desired partition indexes and keys attached to each.
 	children map[ID][]ID
+	// liveLocks, desiredLocks: what statementLocks reads, built on first use.
+	liveLocks, desiredLocks *lockIndex
 }
 
 func newDiffer(live, desired *Model) *differ {
@@ -506,6 +509,9 @@ func (d *differ) resolve(k nodeKey) nodeKey {
 }
 
 func (d *differ) add(k nodeKey, stmts ...postgres.Statement) {
+	for i := range stmts {
+		stmts[i].Locks = d.statementLocks(k, stmts[i])
+	}
 	k = d.resolve(k)
 	n, ok := d.nodes[k]
 	if !ok {
@@ -692,23 +698,26 @@ func (d *differ) sort() ([]postgres.Statement, error) {
 			indeg[b]++
 		}
 	}
-	var ready []*node
+	// The ready nodes are a heap: the next node is always the least of
+	// them (nodeLess is a total order on nodes), without sorting them all
+	// again after each one, which a plan of tens of thousands of
+	// statements cannot afford.
+	ready := &readyNodes{less: d.nodeLess}
 	for k, n := range d.nodes {
 		if indeg[k] == 0 {
-			ready = append(ready, n)
+			ready.nodes = append(ready.nodes, n)
 		}
 	}
+	heap.Init(ready)
 	var out []postgres.Statement
 	done := 0
-	for len(ready) > 0 {
-		sort.Slice(ready, func(i, j int) bool { return d.nodeLess(ready[i], ready[j]) })
-		n := ready[0]
-		ready = ready[1:]
+	for ready.Len() > 0 {
+		n := heap.Pop(ready).(*node)
 		done++
 		out = append(out, n.stmts...)
 		for b := range d.edges[n.key] {
 			if indeg[b]--; indeg[b] == 0 {
-				ready = append(ready, d.nodes[b])
+				heap.Push(ready, d.nodes[b])
 			}
 		}
 	}
@@ -723,6 +732,22 @@ func (d *differ) sort() ([]postgres.Statement, error) {
 		return nil, fmt.Errorf("cannot order the changes: circular dependency among %s", strings.Join(stuck, ", "))
 	}
 	return out, nil
+}
+
+// readyNodes is a heap of nodes (container/heap), least first.
+type readyNodes struct {
+	nodes []*node
+	less  func(a, b *node) bool
+}
+
+func (r *readyNodes) Len() int           { return len(r.nodes) }
+func (r *readyNodes) Less(i, j int) bool { return r.less(r.nodes[i], r.nodes[j]) }
+func (r *readyNodes) Swap(i, j int)      { r.nodes[i], r.nodes[j] = r.nodes[j], r.nodes[i] }
+func (r *readyNodes) Push(x any)         { r.nodes = append(r.nodes, x.(*node)) }
+func (r *readyNodes) Pop() any {
+	n := r.nodes[len(r.nodes)-1]
+	r.nodes = r.nodes[:len(r.nodes)-1]
+	return n
 }
 
 func (d *differ) nodeLess(a, b *node) bool {

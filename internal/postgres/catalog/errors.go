@@ -25,8 +25,11 @@ var (
 
 // LoadError is a declared file that PostgreSQL refused.
 type LoadError struct {
-	File    string
-	Line    int // 1-based; 0 when PostgreSQL gave no position
+	File string
+	// Line and Column (1-based; the column in characters) are where
+	// PostgreSQL placed the error, or else where the statement it refused
+	// starts. Line is 0 when nothing in the file can be pointed at.
+	Line    int
 	Column  int
 	Message string // PostgreSQL's message, with its SQLSTATE
 }

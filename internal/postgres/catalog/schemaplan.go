@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/script"
 )
 
 // SourceFile is one declared SQL file, in load order.
@@ -61,8 +62,12 @@ type Observation struct {
 }
 
 // Observe is PlanSchema keeping the models, which callers fingerprint.
+//
+// The plan's statements are cut into the transactions they run in (see
+// postgres.PlanPhases), each within the lock budget of the target server,
+// whose lock settings are read with its catalog.
 func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
-	live, err := inspectTarget(ctx, req)
+	live, capacity, err := inspectTarget(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +89,8 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &postgres.Plan{Statements: stmts, Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
+	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity,
+		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }
 
@@ -92,10 +98,10 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 // every wait is bounded: a session holding a lock on a managed table (an
 // open migration, a LOCK TABLE) makes the catalog functions wait, and ptah
 // plan must say so, then give up, rather than hang.
-func inspectTarget(ctx context.Context, req PlanRequest) (*Model, error) {
+func inspectTarget(ctx context.Context, req PlanRequest) (*Model, postgres.LockCapacity, error) {
 	conn, err := postgres.Connect(ctx, req.TargetURL)
 	if err != nil {
-		return nil, err
+		return nil, postgres.LockCapacity{}, err
 	}
 	defer conn.Close(context.Background())
 	bound := req.ObserveTimeout
@@ -104,18 +110,22 @@ func inspectTarget(ctx context.Context, req PlanRequest) (*Model, error) {
 	}
 	ms := bound.Milliseconds()
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d; SET statement_timeout = %d", ms, ms)); err != nil {
-		return nil, fmt.Errorf("bounding the catalog reading: %w", err)
+		return nil, postgres.LockCapacity{}, fmt.Errorf("bounding the catalog reading: %w", err)
 	}
 	w := watchWaits(ctx, req.TargetURL, conn.PgConn().PID(), req.OnWait)
 	m, err := Inspect(ctx, conn, req.Schemas)
 	waited := w.stop()
 	if (postgres.IsLockTimeout(err) || postgres.IsQueryCanceled(err)) && ctx.Err() == nil {
-		return nil, &ObserveTimeoutError{Timeout: bound, Waiting: waited}
+		return nil, postgres.LockCapacity{}, &ObserveTimeoutError{Timeout: bound, Waiting: waited}
 	}
 	if err != nil {
-		return nil, where(err, "target database")
+		return nil, postgres.LockCapacity{}, where(err, "target database")
 	}
-	return m, nil
+	capacity, err := postgres.ReadLockCapacity(ctx, conn)
+	if err != nil {
+		return nil, postgres.LockCapacity{}, err
+	}
+	return m, capacity, nil
 }
 
 // waitWatcher watches, from a session of its own, what another session
@@ -219,8 +229,8 @@ func loadDesired(ctx context.Context, serverURL string, files []SourceFile, sche
 	}
 	defer dev.Close(context.Background())
 	for _, f := range files {
-		if _, err := dev.Exec(ctx, f.SQL); err != nil {
-			return nil, loadError(f, err)
+		if err := loadFile(ctx, dev, f); err != nil {
+			return nil, err
 		}
 	}
 	if _, err := dev.Exec(ctx, "RESET ALL; SET search_path TO pg_catalog"); err != nil {
@@ -255,8 +265,76 @@ func devDatabaseError(role string, err error) error {
 	return fmt.Errorf("%w: %v", ErrDevDatabase, err)
 }
 
-func loadError(f SourceFile, err error) error {
-	e := &LoadError{File: f.Name, Message: err.Error()}
+// loadFile runs one declared file in the dev database, statement by
+// statement, each in a transaction of its own. The dev database needs no
+// atomicity, and a file sent whole would run in one implicit transaction,
+// which must hold a lock on every relation the file creates: more than a
+// server with the default max_locks_per_transaction can hold, for a schema
+// of a few thousand tables. It also lets a file hold statements PostgreSQL
+// refuses in a transaction block: CREATE INDEX CONCURRENTLY builds the same
+// index, and VACUUM does no harm; but statements that act on the server
+// outside the dev database are refused (see outsideTheDatabase).
+func loadFile(ctx context.Context, dev *pgx.Conn, f SourceFile) error {
+	// The server reports the setting whenever it changes, as psql reads it.
+	opts := script.Options{NonStandardStrings: dev.PgConn().ParameterStatus("standard_conforming_strings") == "off"}
+	stmts, err := opts.Split(f.SQL)
+	if err != nil {
+		e := &LoadError{File: f.Name, Message: err.Error()}
+		if se, ok := errors.AsType[*script.Error](err); ok {
+			e.Line, e.Column, e.Message = se.Line, se.Column, se.Msg
+		}
+		return e
+	}
+	for _, st := range stmts {
+		if what := outsideTheDatabase(st.Head); what != "" {
+			return &LoadError{File: f.Name, Line: st.Line, Column: st.Column, Message: fmt.Sprintf(
+				"%s acts on the server outside the database the declared files describe; ptah loads them into a temporary dev database, and refuses to run it there", what)}
+		}
+		if _, err := dev.Exec(ctx, st.SQL); err != nil {
+			return loadError(f, st, err)
+		}
+	}
+	return nil
+}
+
+// outsideTheDatabase names the statements that act beyond the database
+// they run in, on other databases or on the whole server: in a declared
+// file they would act on the dev database's server (the target's, by
+// default) each time a plan is computed. Most of them PostgreSQL refuses
+// in a transaction block, which stopped them, by accident, in a file of
+// several statements while files were sent whole.
+func outsideTheDatabase(head []string) string {
+	word := func(i int) string {
+		if i < len(head) {
+			return head[i]
+		}
+		return ""
+	}
+	switch word(0) {
+	case "create", "alter", "drop":
+		switch word(1) {
+		case "database", "tablespace", "subscription":
+			return strings.ToUpper(word(0) + " " + word(1))
+		case "system":
+			return "ALTER SYSTEM"
+		}
+	case "commit", "rollback":
+		if word(1) == "prepared" {
+			return strings.ToUpper(word(0)) + " PREPARED"
+		}
+	case "prepare":
+		if word(1) == "transaction" {
+			return "PREPARE TRANSACTION"
+		}
+	}
+	return ""
+}
+
+// loadError places PostgreSQL's error in the file: at the position it
+// gives (a character offset in the statement), else at the start of the
+// statement that failed.
+func loadError(f SourceFile, st script.Statement, err error) error {
+	e := &LoadError{File: f.Name, Line: st.Line, Column: st.Column, Message: err.Error()}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		e.Message = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
@@ -264,25 +342,21 @@ func loadError(f SourceFile, err error) error {
 			e.Message += "\n" + pgErr.Detail
 		}
 		if pgErr.Position > 0 {
-			e.Line, e.Column = position(f.SQL, int(pgErr.Position))
+			e.Line, e.Column = script.Position(f.SQL, st.Start+byteOffset(st.SQL, int(pgErr.Position)))
 		}
 	}
 	return e
 }
 
-// position turns PostgreSQL's 1-based character offset into a line and column.
-func position(text string, offset int) (line, col int) {
-	line, col = 1, 1
-	for i := 0; i < len(text) && offset > 1; offset-- {
-		r, size := utf8.DecodeRuneInString(text[i:])
+// byteOffset turns PostgreSQL's 1-based character position in text into a
+// byte offset.
+func byteOffset(text string, position int) int {
+	i := 0
+	for n := 1; n < position && i < len(text); n++ {
+		_, size := utf8.DecodeRuneInString(text[i:])
 		i += size
-		if r == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
 	}
-	return line, col
+	return i
 }
 
 // checkScope refuses declared objects in schemas ptah was not told to

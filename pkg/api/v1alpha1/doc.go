@@ -17,7 +17,13 @@ const (
 	// ContractVersion is the version of the durable state this binary reads
 	// and writes. Stored state with a newer contract version is refused
 	// rather than misread (the fence of DESIGN.md section 4).
-	ContractVersion = 1
+	//
+	//   - 1: the first.
+	//   - 2: a plan runs in the transactions its spec.phases list (cut to
+	//     the target's spec.lockCapacity), which its fingerprint covers. A
+	//     ptah of contract 1 would ignore them, take the plan for tampered,
+	//     and run it in one transaction.
+	ContractVersion = 2
 )
 
 // TypeMeta and ObjectMeta are local stand-ins for apimachinery's types, with

@@ -52,6 +52,34 @@ type PlanStatement struct {
 	Hazards []string `json:"hazards"`
 }
 
+// PlanPhase is one transaction of a plan: a run of its statements that
+// commit together, before the next phase begins. A plan of several phases
+// is not all-or-nothing: a phase that fails rolls back, and those before
+// it stay committed.
+type PlanPhase struct {
+	// Statements is how many statements the phase runs, following those
+	// of the phases before it.
+	Statements int `json:"statements"`
+	// Locks is the planner's estimate of how many objects the phase's
+	// transaction locks.
+	Locks int `json:"locks"`
+	// Reason says why the phase is a transaction of its own:
+	// "enum-labels" (labels added to existing enums commit before the
+	// statements that use them), "lock-budget" (the plan locks more than
+	// one transaction may hold on the server, see LockCapacity), or empty
+	// for the plan's only transaction, or its main one after enum labels.
+	Reason string `json:"reason,omitempty"`
+}
+
+// LockCapacity is what sizes a server's shared lock table: one
+// transaction of a plan may hold half of max_locks_per_transaction ×
+// (max_connections + max_prepared_transactions) locks.
+type LockCapacity struct {
+	MaxLocksPerTransaction  int `json:"maxLocksPerTransaction"`
+	MaxConnections          int `json:"maxConnections"`
+	MaxPreparedTransactions int `json:"maxPreparedTransactions"`
+}
+
 // PtahSchemaPlan is an immutable plan: once published, its spec never
 // changes; a different plan is a different object with a new UID.
 //
@@ -65,11 +93,19 @@ type PtahSchemaPlan struct {
 // PtahSchemaPlanSpec is the content of a plan.
 type PtahSchemaPlanSpec struct {
 	// Schema is the PtahSchema the plan converges.
-	Schema      ObjectReference `json:"schema"`
-	Statements  []PlanStatement `json:"statements"`
-	Destructive bool            `json:"destructive"`
-	LockTimeout string          `json:"lockTimeout"`
-	Bindings    `json:",inline"`
+	Schema     ObjectReference `json:"schema"`
+	Statements []PlanStatement `json:"statements"`
+	// Phases are the transactions the statements run in, in order; their
+	// statements add up to the plan's. Absent only from a plan of no
+	// statements (and from plans of contract version 1, which predate
+	// phases).
+	Phases []PlanPhase `json:"phases,omitempty"`
+	// LockCapacity is the target server's, which the phases were cut to
+	// fit.
+	LockCapacity *LockCapacity `json:"lockCapacity,omitempty"`
+	Destructive  bool          `json:"destructive"`
+	LockTimeout  string        `json:"lockTimeout"`
+	Bindings     `json:",inline"`
 	// Fingerprint covers every field above; a stored plan whose content no
 	// longer hashes to it has been tampered with and is refused.
 	Fingerprint string `json:"fingerprint"`
