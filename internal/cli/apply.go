@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,8 +53,13 @@ is then observed again, and never re-run from the old plan.
 
 Ends InSync (exit 0) when the database matches the declaration; otherwise
 stops with the exit code of where it stopped: awaiting approval (10),
-blocked (11) or failed (12). Progress (statement i/n) is shown on a
-terminal.
+blocked (11) or failed (12).
+
+Each statement is shown on stderr as it runs: on a terminal with its
+elapsed time while it runs; elsewhere (a CI log) one line per statement
+once it ran, with the time it took:
+
+  app [2/7] 35ms  CREATE INDEX posts_author ON public.posts (author_id)
 
 `
 
@@ -136,29 +142,70 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 	for i, in := range sel.inputs {
 		res := sel.resources[i]
 		r := t.runner(in)
-		r.Progress = a.progress(res)
+		steps := newStepPrinter(a.stderr, res.Schema.Name, a.stderrIsTerminal())
+		r.Progress = steps.step
 		out, err := r.Run(ctx, in, runner.Apply)
-		if err != nil {
-			// What ran before is reported; the error says where it stopped.
+		steps.finish()
+		if ctx.Err() != nil {
+			// Interrupted: what ran before is reported, the rest is not
+			// started, and the error says what became of this one.
 			_ = a.renderApplied(o.Output, results)
-			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted (%w) while applying %s; ptah apply continues from where it stopped", ctx.Err(), res.Ref())
-			}
+			return interrupted(ctx.Err(), res, out)
+		}
+		if err != nil {
+			_ = a.renderApplied(o.Output, results)
 			return fmt.Errorf("applying %s: %w", res.Ref(), err)
 		}
 		ap := applied{Resource: res, Status: out.Status}
 		ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
 		results = append(results, ap)
-		if ctx.Err() != nil {
-			// Interrupted: what ran is recorded; the rest is not started.
-			_ = a.renderApplied(o.Output, results)
-			return fmt.Errorf("interrupted (%w): %s stopped at %s; ptah apply continues from there", ctx.Err(), res.Ref(), out.Status.Phase)
-		}
 	}
 	if err := a.renderApplied(o.Output, results); err != nil {
 		return fmt.Errorf("writing the result: %w", err)
 	}
 	return phaseError(results)
+}
+
+// interrupted says what an interrupted apply did to res (from the status
+// the pass left, which its accounting wrote even after the interrupt), and
+// what comes next.
+func interrupted(cause error, res *config.Resource, out runner.Result) error {
+	st := out.Status
+	var what, next string
+	ap := st.Applied
+	ran := ap != nil && slices.Contains(out.Dispatched, ap.OperationID)
+	switch {
+	case st.PendingObservation != nil && slices.Contains(out.Dispatched, st.PendingObservation.OperationID):
+		po := st.PendingObservation
+		what = fmt.Sprintf("the outcome of run %s of plan %s is not known yet (its session was cut off while committing)", po.OperationID, po.Plan.Name)
+		next = "ptah status shows the run; the next ptah apply waits until its writer session has ended, settles it by observing the database, and plans again from there"
+	case st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil:
+		op := st.ActiveOperation
+		what = fmt.Sprintf("run %s of plan %s was not accounted for", op.ID, op.Plan.Name)
+		next = "ptah status shows the run; the next ptah apply settles it by observing the database once its writer session has ended"
+	case ran && ap.Outcome == api.OutcomeFailed:
+		what = fmt.Sprintf("plan %s rolled back: none of it was applied", ap.Plan.Name)
+		next = afterSpentApproval(res)
+	case ran && ap.Outcome == api.OutcomeObserved:
+		what = fmt.Sprintf("plan %s stopped part way: the transactions that committed before the interrupt stay, and the database was observed again", ap.Plan.Name)
+		next = afterSpentApproval(res)
+	case ran:
+		what = fmt.Sprintf("plan %s had already committed", ap.Plan.Name)
+		next = "ptah status shows where it stands"
+	default:
+		what = "nothing ran"
+		next = "ptah apply takes it up again (an approval given stands)"
+	}
+	return fmt.Errorf("interrupted (%w): %s: %s; %s", cause, res.Ref(), what, next)
+}
+
+// afterSpentApproval is what comes after a run that did not complete: its
+// approval authorized that one run.
+func afterSpentApproval(res *config.Resource) string {
+	if res.Schema.Spec.Policy.Apply == api.ApplyAlways {
+		return "the next ptah apply plans again from the database as it is and runs that plan (a destructive one waits for an approval)"
+	}
+	return "an approval authorizes one run: ptah plan publishes a new plan from the database as it is, which needs its own ptah approve"
 }
 
 // phaseError turns where the resources stopped into the command's outcome:
@@ -208,21 +255,6 @@ func phaseOutcome(p api.Phase) (int, error) {
 		return 3, errApplyFailed
 	}
 	return 4, fmt.Errorf("the pass ended in phase %s", p)
-}
-
-// progress reports each statement as it starts, on a terminal only: logs
-// and pipes get the summary.
-func (a *app) progress(res *config.Resource) func(done, total int, sql string) {
-	if !a.stderrIsTerminal() {
-		return nil
-	}
-	return func(done, total int, sql string) {
-		first, _, _ := strings.Cut(sql, "\n")
-		if len(first) > 100 {
-			first = first[:97] + "..."
-		}
-		fmt.Fprintf(a.stderr, "%s [%d/%d] %s\n", res.Schema.Name, done, total, first)
-	}
 }
 
 func isTerminal(w io.Writer) bool {

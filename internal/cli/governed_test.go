@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,10 +322,13 @@ func TestConcurrentApplyOneWriter(t *testing.T) {
 	}
 }
 
-// TestApplyShowsProgressOnATerminal: statement i/n (of the plan's three) on
-// stderr when it is a terminal, nothing when it is not.
-func TestApplyShowsProgressOnATerminal(t *testing.T) {
+// TestApplyShowsEachStatement: each of the plan's three statements gets a
+// line on stderr once it ran, with the time it took, terminal or not (a CI
+// log); on a terminal the line is first drawn when the statement starts,
+// then redrawn in place.
+func TestApplyShowsEachStatement(t *testing.T) {
 	t.Parallel()
+	line := regexp.MustCompile(`(?m)^app \[(\d)/3\] \d+(\.\d+)?(ms|s|µs)  (\S.*)$`)
 	for _, terminal := range []bool{true, false} {
 		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
 			t.Parallel()
@@ -334,9 +339,17 @@ func TestApplyShowsProgressOnATerminal(t *testing.T) {
 			if code := a.run(context.Background(), []string{"apply", "-f", p.file}); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
-			shown := strings.Contains(stderr.String(), "app [1/3] CREATE TABLE public.posts") && strings.Contains(stderr.String(), "app [3/3] ")
-			if shown != terminal {
-				t.Fatalf("progress shown %v on terminal=%v; stderr:\n%s", shown, terminal, stderr.String())
+			out := strings.ReplaceAll(stderr.String(), "\r\x1b[K", "\n")
+			var steps []string
+			for _, m := range line.FindAllStringSubmatch(out, -1) {
+				steps = append(steps, m[1])
+			}
+			if !slices.Equal(steps, []string{"1", "2", "3"}) || !strings.Contains(out, "[1/3] ") ||
+				!strings.Contains(stderr.String(), "CREATE TABLE public.posts") {
+				t.Fatalf("terminal=%v: statement lines %v, want 1, 2 and 3 with durations; stderr:\n%q", terminal, steps, stderr.String())
+			}
+			if redrawn := strings.Contains(stderr.String(), "\r\x1b[K"); redrawn != terminal {
+				t.Fatalf("terminal=%v: lines redrawn in place: %v; stderr:\n%q", terminal, redrawn, stderr.String())
 			}
 		})
 	}
@@ -401,6 +414,12 @@ func TestInterruptedApply(t *testing.T) {
 	t.Logf("interrupted apply: exit %d\n%s%s", code, stdout, stderr)
 	if code != ExitInterrupted {
 		t.Fatalf("interrupted apply: exit %d, want %d\n%s%s", code, ExitInterrupted, stdout, stderr)
+	}
+	// It says what became of the plan and what comes next, and does not
+	// promise to continue what rolled back.
+	if !regexp.MustCompile(`interrupted \(context canceled\): PtahSchema "app": plan \S+ rolled back: none of it was applied; the next ptah apply plans again`).MatchString(stderr) ||
+		strings.Contains(stderr, "continues") {
+		t.Fatalf("interrupted apply says:\n%s", stderr)
 	}
 	var total, committed int
 	p.query(`SELECT count(*), count(*) FILTER (WHERE outcome = 'succeeded') FROM ptah.runs`, &total, &committed)

@@ -32,11 +32,38 @@ var (
 	baseURL string // a URL whose database part is replaced per test
 	initErr error
 	counter atomic.Int64
-	// admins holds idle connections to the maintenance database, reused to
-	// create and drop the tests' databases: a connection costs the server a
-	// process, which is a good part of what a small test costs it.
-	admins = make(chan *pgx.Conn, 8)
+	// admins holds, per maintenance database URL, idle connections reused
+	// to create and drop the tests' databases: a connection costs the
+	// server a process, which is a good part of what a small test costs it.
+	// (Per URL: a test may start a server of its own, see NewServer.)
+	adminsMu sync.Mutex
+	admins   = map[string]chan *pgx.Conn{}
 )
+
+// adminPool is the pool of idle admin connections to base.
+func adminPool(base string) chan *pgx.Conn {
+	adminsMu.Lock()
+	defer adminsMu.Unlock()
+	pool, ok := admins[base]
+	if !ok {
+		pool = make(chan *pgx.Conn, 8)
+		admins[base] = pool
+	}
+	return pool
+}
+
+// closeAdmins closes the idle admin connections to base.
+func closeAdmins(base string) {
+	pool := adminPool(base)
+	for {
+		select {
+		case conn := <-pool:
+			conn.Close(context.Background())
+		default:
+			return
+		}
+	}
+}
 
 // Main runs the tests, then the after functions, and stops the server they
 // started, if any.
@@ -45,13 +72,14 @@ func Main(m *testing.M, after ...func()) {
 	for _, f := range after {
 		f()
 	}
-	for done := false; !done; {
-		select {
-		case conn := <-admins:
-			conn.Close(context.Background())
-		default:
-			done = true
-		}
+	adminsMu.Lock()
+	bases := make([]string, 0, len(admins))
+	for base := range admins {
+		bases = append(bases, base)
+	}
+	adminsMu.Unlock()
+	for _, base := range bases {
+		closeAdmins(base)
 	}
 	if server != nil {
 		if err := server.Stop(); err != nil {
@@ -100,12 +128,14 @@ func NewServer(t testing.TB, opts ...pgserver.Option) string {
 	if err != nil {
 		t.Fatalf("starting a throwaway PostgreSQL for %s: %v", t.Name(), err)
 	}
+	base := srv.URL("postgres")
 	t.Cleanup(func() {
 		if err := srv.Stop(); err != nil {
 			t.Logf("stopping the server: %v", err)
 		}
 	})
-	return srv.URL("postgres")
+	t.Cleanup(func() { closeAdmins(base) }) // runs first
+	return base
 }
 
 // NewDB creates a fresh, empty database (from template0) for this test and
@@ -136,9 +166,10 @@ func NewDBOn(t testing.TB, base string) string {
 func admin(base, sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	pool := adminPool(base)
 	var conn *pgx.Conn
 	select {
-	case conn = <-admins:
+	case conn = <-pool:
 	default:
 		var err error
 		if conn, err = pgx.Connect(ctx, base); err != nil {
@@ -150,7 +181,7 @@ func admin(base, sql string) error {
 		return err
 	}
 	select {
-	case admins <- conn:
+	case pool <- conn:
 	default:
 		conn.Close(ctx)
 	}

@@ -31,11 +31,12 @@ func TestNewDBIsFreshAndSeparate(t *testing.T) {
 // Creating and dropping the tests' databases reuses one connection to the
 // maintenance database instead of starting a server process each time.
 func TestNewDBReusesTheAdminConnection(t *testing.T) {
+	pool := adminPool(BaseURL(t))
 	pid := func() uint32 {
 		t.Helper()
 		select {
-		case conn := <-admins:
-			admins <- conn
+		case conn := <-pool:
+			pool <- conn
 			return conn.PgConn().PID()
 		default:
 			t.Fatal("no idle admin connection after NewDB")
@@ -48,4 +49,18 @@ func TestNewDBReusesTheAdminConnection(t *testing.T) {
 	if again := pid(); again != first {
 		t.Errorf("the second database was created and dropped on backend %d, the first on %d", again, first)
 	}
+}
+
+// The admin connections are kept per server: a database made on a server
+// a test started itself is made there, never on the shared one.
+func TestNewDBOnMakesTheDatabaseOnThatServer(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { NewDB(t) }) // an idle admin connection to the shared server
+	own := NewServer(t)
+	u := NewDBOn(t, own)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("connecting to the database made on the test's own server: %v", err)
+	}
+	conn.Close(ctx)
 }

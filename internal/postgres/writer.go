@@ -150,10 +150,22 @@ func (w *Writer) release(ctx context.Context, conn *pgx.Conn) error {
 	return err
 }
 
-// ProgressFunc is told after each statement of a plan ran (done of total).
-// It is called with the statement's transaction open: it must be quick and
-// must not use the Writer.
-type ProgressFunc func(done, total int, s Statement)
+// Step is one statement of a plan as the writer runs it, reported twice:
+// when it starts (Done false) and once it has run (Done true, with the time
+// it took). A statement that fails is reported only as started; Execute's
+// error says how it ended.
+type Step struct {
+	N, Total      int // N is 1-based, in plan order
+	Phase, Phases int // the transaction it runs in (1-based), of the plan's
+	Statement     Statement
+	Done          bool
+	Elapsed       time.Duration // when Done: how long the statement ran
+}
+
+// ProgressFunc hears of each statement of a plan as it starts and once it
+// has run. It is called with the statement's transaction open: it must be
+// quick and must not use the Writer.
+type ProgressFunc func(Step)
 
 // StatementError is a plan statement PostgreSQL refused. The transaction it
 // ran in, its phase's, was rolled back: none of that phase is visible.
@@ -243,6 +255,11 @@ func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progre
 	phases, err := plan.phases()
 	if err != nil {
 		return fmt.Errorf("%w: executing operation %s: %w", ErrNotStarted, w.operationID, err)
+	}
+	if len(phases) == 0 {
+		// A plan of no statements runs all the same: one transaction that
+		// journals its run succeeded.
+		phases = []Phase{{}}
 	}
 	run := &Run{OperationID: w.operationID, Resource: w.resource, PlanUID: planUID,
 		Writer: w.session, Deadline: w.deadline, Phases: len(phases)}
@@ -340,11 +357,17 @@ func (w *Writer) runTx(ctx context.Context, p phaseTx, progress ProgressFunc) (e
 	total := len(p.plan.Statements)
 	for i := p.from; i < p.to; i++ {
 		s := p.plan.Statements[i]
+		step := Step{N: i + 1, Total: total, Phase: p.phase, Phases: p.phases, Statement: s}
+		if progress != nil {
+			progress(step)
+		}
+		started := time.Now()
 		if err := w.runStatement(ctx, tx, p, i+1, s); err != nil {
 			return err
 		}
 		if progress != nil {
-			progress(i+1, total, s)
+			step.Done, step.Elapsed = true, time.Since(started)
+			progress(step)
 		}
 		if i == 0 {
 			failpoint.Hit(failpoint.MidPlan)

@@ -37,11 +37,11 @@ func TestExecuteCommitsEachPhaseBeforeTheNext(t *testing.T) {
 	plan := phased()
 	seen := map[int]string{}
 	journaled := map[int]int{}
-	if err := w.Execute(ctx, "plan-1", plan, func(done, _ int, _ Statement) {
+	if err := w.Execute(ctx, "plan-1", plan, afterEach(func(done, _ int, _ Statement) {
 		seen[done] = strings.Join(relations(t, observer), ",")
 		run := mustReadRun(t, observer, "op-1")
 		journaled[done] = len(run.Steps)
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	// What another session sees after each statement ran, in its phase's

@@ -48,6 +48,40 @@ func mustReadRun(t *testing.T, conn *pgx.Conn, operationID string) *Run {
 	return run
 }
 
+// TestExecuteReportsEachStatementAsItStartsAndOnceItRan: progress hears of
+// a statement before it runs, then once it ran, with the time it took; a
+// statement that fails is reported started only.
+func TestExecuteReportsEachStatementAsItStartsAndOnceItRan(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf("SELECT pg_sleep(0.2)", "CREATE TABLE public.a (id integer)", "SELECT 1/0")
+	var got []string
+	var slept time.Duration
+	err := w.Execute(ctx, "plan-1", plan, func(st Step) {
+		if st.Total != 3 || st.Phase != 1 || st.Phases != 1 || st.Statement.SQL != plan.Statements[st.N-1].SQL {
+			t.Errorf("step %+v", st)
+		}
+		switch {
+		case !st.Done && st.Elapsed != 0:
+			t.Errorf("statement %d reported started with %s elapsed", st.N, st.Elapsed)
+		case st.Done && st.N == 1:
+			slept = st.Elapsed
+		}
+		got = append(got, fmt.Sprintf("%d:%v", st.N, st.Done))
+	})
+	if !errors.Is(err, ErrPlanFailed) {
+		t.Fatalf("Execute = %v, want ErrPlanFailed", err)
+	}
+	if want := []string{"1:false", "1:true", "2:false", "2:true", "3:false"}; !slices.Equal(got, want) {
+		t.Errorf("progress = %v, want %v", got, want)
+	}
+	if slept < 200*time.Millisecond {
+		t.Errorf("pg_sleep(0.2) reported as taking %s", slept)
+	}
+}
+
 // TestExecuteRecordsTheRunFirstAndCommitsPlanAndJournalTogether: while the
 // plan runs, another session already sees the run row (committed before
 // any plan SQL) and none of the plan or of its journal steps; after COMMIT
@@ -76,7 +110,7 @@ func TestExecuteRecordsTheRunFirstAndCommitsPlanAndJournalTogether(t *testing.T)
 			duringRelations = relations(t, observer)
 		}
 	}
-	if err := w.Execute(ctx, "plan-uid-1", plan, progress); err != nil {
+	if err := w.Execute(ctx, "plan-uid-1", plan, afterEach(progress)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -133,7 +167,7 @@ func TestExecuteFailureLeavesNothingOfThePlan(t *testing.T) {
 		"CREATE TABLE public.c (id integer)",
 	)
 	progressed := 0
-	err := w.Execute(ctx, "plan-uid-1", plan, func(int, int, Statement) { progressed++ })
+	err := w.Execute(ctx, "plan-uid-1", plan, afterEach(func(int, int, Statement) { progressed++ }))
 	var stmtErr *StatementError
 	if !errors.Is(err, ErrPlanFailed) || !errors.As(err, &stmtErr) {
 		t.Fatalf("Execute = %v, want a *StatementError", err)
@@ -475,7 +509,7 @@ func TestExecuteCommitsEnumLabelsBeforeThePlanThatUsesThem(t *testing.T) {
 			runInMainPhase = mustReadRun(t, observer, "op-1")
 		}
 	}
-	if err := w.Execute(ctx, "plan-1", plan, progress); err != nil {
+	if err := w.Execute(ctx, "plan-1", plan, afterEach(progress)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -556,7 +590,7 @@ func TestExecuteEnumPhaseThenMainFailureIsPartiallyApplied(t *testing.T) {
 		"ALTER TABLE public.missing ADD COLUMN x integer",
 	)
 	progressed := 0
-	err := w.Execute(ctx, "plan-1", plan, func(int, int, Statement) { progressed++ })
+	err := w.Execute(ctx, "plan-1", plan, afterEach(func(int, int, Statement) { progressed++ }))
 	var stmtErr *StatementError
 	if !errors.Is(err, ErrPartiallyApplied) || errors.Is(err, ErrPlanFailed) || errors.Is(err, ErrOutcomeUnknown) ||
 		errors.Is(err, ErrNotStarted) || !errors.As(err, &stmtErr) {
@@ -650,11 +684,11 @@ func TestExecuteSessionLostAfterTheEnumPhase(t *testing.T) {
 		"CREATE TABLE public.a (m public.mood DEFAULT 'ok')",
 		"CREATE TABLE public.b (id integer)",
 	)
-	err := w.Execute(ctx, "plan-1", plan, func(done, _ int, _ Statement) {
+	err := w.Execute(ctx, "plan-1", plan, afterEach(func(done, _ int, _ Statement) {
 		if done == 2 {
 			execSQL(t, observer, fmt.Sprintf("SELECT pg_terminate_backend(%d)", w.Session().PID))
 		}
-	})
+	}))
 	if !errors.Is(err, ErrPartiallyApplied) || errors.Is(err, ErrPlanFailed) || !IsConnectionLost(err) {
 		t.Fatalf("Execute = %v, want ErrPartiallyApplied for a lost session", err)
 	}
@@ -727,6 +761,15 @@ func waitSessionGone(t *testing.T, observer *pgx.Conn, s Session) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the crashed writer's session %v is still alive", s)
+		}
+	}
+}
+
+// afterEach is a ProgressFunc that hears of each statement once it has run.
+func afterEach(f func(done, total int, s Statement)) ProgressFunc {
+	return func(st Step) {
+		if st.Done {
+			f(st.N, st.Total, st.Statement)
 		}
 	}
 }

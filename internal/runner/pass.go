@@ -41,7 +41,9 @@ func (p *pass) loop(ctx context.Context) (Result, error) {
 	for steps := 0; steps < maxStepsWithoutChange; steps++ {
 		in, obj, err := p.gather(ctx)
 		if err != nil {
-			return Result{}, err
+			// What this pass dispatched is reported all the same (an
+			// interrupt after a run ends here).
+			return p.result(ctx, err)
 		}
 		in.PlanOnly = p.mode == PlanOnly
 		d := engine.SchemaPass(in)
@@ -370,11 +372,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.SchemaP
 	p.dispatched = append(p.dispatched, op.ID)
 	failpoint.Hit(FailAfterDispatch)
 
-	runErr := w.Execute(ctx, in.CurrentPlan.UID, ToPlan(in.CurrentPlan.Spec), func(done, total int, s postgres.Statement) {
-		if p.Progress != nil {
-			p.Progress(done, total, s.SQL)
-		}
-	})
+	runErr := w.Execute(ctx, in.CurrentPlan.UID, ToPlan(in.CurrentPlan.Spec), p.Progress)
 	failpoint.Hit(FailAfterExecution)
 	// Accounting and the release happen even when the caller gave up
 	// (Ctrl-C): they record what was done, and are bounded on their own.
@@ -475,10 +473,17 @@ func classify(err error) (engine.RunResult, string) {
 	return engine.RunUncertain, err.Error()
 }
 
+// result reads where the pass left the resource, even after the caller gave
+// up (an interrupt): what it did is what the caller must be told.
 func (p *pass) result(ctx context.Context, runErr error) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)
+	defer cancel()
 	o, err := p.Store.Get(ctx, api.KindPtahSchema, p.res.namespace(), p.res.Schema.Name)
 	if err != nil {
-		return Result{Name: p.res.Schema.Name}, errors.Join(runErr, err)
+		if runErr != nil {
+			return Result{Name: p.res.Schema.Name, Dispatched: p.dispatched}, runErr
+		}
+		return Result{Name: p.res.Schema.Name, Dispatched: p.dispatched}, err
 	}
 	res := Result{Name: o.Name, Dispatched: p.dispatched}
 	if len(o.Status) > 0 {

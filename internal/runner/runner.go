@@ -58,8 +58,9 @@ type Runner struct {
 	// OnWait, when set, gives the function that hears what reading a
 	// resource's catalog waits for (catalog.PlanRequest.OnWait).
 	OnWait func(resource string) func(waiting string)
-	// Progress, when set, hears of each statement as it starts.
-	Progress func(done, total int, sql string)
+	// Progress, when set, hears of each statement of a plan as it starts
+	// and once it has run.
+	Progress postgres.ProgressFunc
 }
 
 // Mode says how far a pass may go.

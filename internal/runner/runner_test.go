@@ -303,8 +303,8 @@ func TestAStatusWriteNeverOverwritesANewerPtah(t *testing.T) {
 	f := newFixture(t, v1)
 	res := f.resource(api.ApplyAlways, v2)
 	newer := false
-	f.r.Progress = func(done, total int, sql string) {
-		if newer {
+	f.r.Progress = func(st postgres.Step) {
+		if newer || !st.Done {
 			return
 		}
 		newer = true
@@ -396,8 +396,8 @@ func TestRegistrationDuringARunKeepsItsAccounting(t *testing.T) {
 	editedRes := res
 	editedRes.Schema = &edited
 	registeredMidRun := false
-	f.r.Progress = func(done, total int, sql string) {
-		if done == 1 && !registeredMidRun {
+	f.r.Progress = func(st postgres.Step) {
+		if st.Done && st.N == 1 && !registeredMidRun {
 			registeredMidRun = true
 			if _, err := other.Register(context.Background(), editedRes, identity); err != nil {
 				t.Errorf("registering mid-run: %v", err)
