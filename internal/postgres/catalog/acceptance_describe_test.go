@@ -61,8 +61,12 @@ JOIN pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
 WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')
 UNION ALL
-SELECT format('constraint %I on %s type=%s definition=%s deferrable=%s deferred=%s validated=%s local=%s inherited=%s no-inherit=%s',
-	k.conname, CASE WHEN k.conrelid <> 0 THEN k.conrelid::regclass::text ELSE 'domain ' || k.contypid::regtype END,
+SELECT format('constraint %s on %s type=%s definition=%s deferrable=%s deferred=%s validated=%s local=%s inherited=%s no-inherit=%s',
+	-- The name of a NOT NULL a partition inherits (PostgreSQL 18) follows
+	-- how the partition was made, and PostgreSQL will not rename it: it is
+	-- not schema ptah manages (see the README).
+	CASE WHEN k.contype = 'n' AND k.coninhcount > 0 THEN '(inherited)' ELSE quote_ident(k.conname) END,
+	CASE WHEN k.conrelid <> 0 THEN k.conrelid::regclass::text ELSE 'domain ' || k.contypid::regtype END,
 	k.contype, pg_get_constraintdef(k.oid), k.condeferrable, k.condeferred, k.convalidated,
 	k.conislocal, k.coninhcount, k.connoinherit)
 FROM pg_constraint k

@@ -204,11 +204,15 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember
 // are its own. An identity column's options come from the sequence that is
 // internally ('i') dependent on it. attgenerated is 's' (STORED) or, from
 // PostgreSQL 18 on, 'v' (VIRTUAL). From 18 on, a NOT NULL is a
-// pg_constraint row whose name is read too.
+// pg_constraint row whose name is read too, unless it is inherited.
 func columnsQuery(version int) string {
 	notNullName, notNullJoin := `''`, ``
 	if version >= 180000 {
-		notNullName = `COALESCE(nn.conname::text, '')`
+		// A NOT NULL a partition inherits is its parent's: named after the
+		// parent when the partition was created under it, or whatever it
+		// was called when it was attached. Its name is not the
+		// partition's to declare, and is not modeled.
+		notNullName = `CASE WHEN nn.coninhcount > 0 THEN '' ELSE COALESCE(nn.conname::text, '') END`
 		notNullJoin = `
 LEFT JOIN pg_constraint nn ON nn.conrelid = a.attrelid AND nn.contype = 'n' AND nn.conkey[1] = a.attnum`
 	}

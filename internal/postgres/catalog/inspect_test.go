@@ -399,7 +399,7 @@ func TestInspect(t *testing.T) {
 				WITH (fillfactor = 90, toast.autovacuum_enabled = false);
 			CREATE UNIQUE INDEX t_u ON t (u);
 			ALTER TABLE t REPLICA IDENTITY USING INDEX t_u, CLUSTER ON t_pkey;
-			ALTER TABLE t ALTER body SET STORAGE MAIN, ALTER body SET COMPRESSION lz4,
+			ALTER TABLE t ALTER body SET STORAGE MAIN, ALTER body SET COMPRESSION pglz,
 				ALTER n SET STATISTICS 0, ALTER n SET (n_distinct = 5),
 				ALTER plain SET STORAGE EXTENDED, ALTER plain SET STATISTICS -1;
 			CREATE TABLE f (id int);
@@ -427,7 +427,7 @@ func TestInspect(t *testing.T) {
 				equal(t, "cluster on", tb.ClusterOn, "t_pkey")
 				// Spelled-out defaults (plain) are no settings.
 				equal(t, "column settings", tb.ColumnSettings, []ColumnSettings{
-					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "lz4", Statistics: -1, Options: []string{}},
+					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "pglz", Statistics: -1, Options: []string{}},
 					{Column: "n", DefaultStorage: "PLAIN", Statistics: 0, Options: []string{"n_distinct=5"}},
 				})
 				f := find(t, m.Tables, tableID("f"))
