@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,16 +45,8 @@ func checkCasts(ctx context.Context, dev *pgx.Conn, casts []cast) error {
 			return fmt.Errorf("checking the conversion of %s from %s to %s: %w", c.what(), c.from, c.to, err)
 		}
 	}
-	if len(refused) == 0 {
-		return nil
-	}
-	slices.Sort(refused)
-	return &UnsupportedError{
-		Where:   "plan",
-		Objects: refused,
-		Reason: "PostgreSQL has no cast for these column type changes: ALTER COLUMN ... TYPE would fail whatever the data, " +
-			"and a schema file cannot declare the USING expression they need. Make each change in two steps " +
-			"(declare a new column of the new type and fill it from the old one, then drop the old one), " +
-			"or convert the column with a migration; then plan again",
-	}
+	return refusePlan(refused, "PostgreSQL has no cast for these column type changes: ALTER COLUMN ... TYPE would fail whatever the data, "+
+		"and a schema file cannot declare the USING expression they need. Make each change in two steps "+
+		"(declare a new column of the new type and fill it from the old one, then drop the old one), "+
+		"or convert the column with a migration; then plan again")
 }

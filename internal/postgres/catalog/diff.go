@@ -43,15 +43,10 @@ func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
 		return nil, nil, err
 	}
 	d.emit()
-	if len(d.refused) > 0 {
-		sort.Strings(d.refused)
-		return nil, nil, &UnsupportedError{
-			Where:   "plan",
-			Objects: d.refused,
-			Reason: "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of " +
-				"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names " +
-				"(append new attributes, change types in place), or convert the column with a migration; then plan again",
-		}
+	if err := refusePlan(d.refused, "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of "+
+		"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names "+
+		"(append new attributes, change types in place), or convert the column with a migration; then plan again"); err != nil {
+		return nil, nil, err
 	}
 	d.connect()
 	sorted, err := d.sort()
@@ -450,17 +445,9 @@ func (d *differ) checkOutside() error {
 		}
 		refused = append(refused, o.Object+" depends on "+describe(y)+", "+what)
 	}
-	if len(refused) == 0 {
-		return nil
-	}
-	sort.Strings(refused)
-	return &UnsupportedError{
-		Where:   "plan",
-		Objects: refused,
-		Reason: "objects outside the managed schemas depend on objects this plan drops or changes, and PostgreSQL would refuse to; " +
-			"ptah does not touch objects outside spec.schemas. Drop or change these dependents first (and recreate them after), " +
-			"or add their schemas to spec.schemas so that ptah plans them too; then plan again",
-	}
+	return refusePlan(refused, "objects outside the managed schemas depend on objects this plan drops or changes, and PostgreSQL would refuse to; "+
+		"ptah does not touch objects outside spec.schemas. Drop or change these dependents first (and recreate them after), "+
+		"or add their schemas to spec.schemas so that ptah plans them too; then plan again")
 }
 
 // checkTypesInUse refuses a plan that must drop and create again a type
@@ -478,17 +465,19 @@ func (d *differ) checkTypesInUse() error {
 			refused = append(refused, describe(col)+" is of "+describe(typ)+", which the plan must drop and create again")
 		}
 	}
+	return refusePlan(refused, "these types must be dropped and created again, since something they depend on is (a function their constraint "+
+		"calls, ...), and PostgreSQL cannot drop a type a column stores. Make the change in steps (first move the columns "+
+		"to another type, or change what the type depends on in a separate plan), or with a migration; then plan again")
+}
+
+// refusePlan is the error refusing a plan for the changes refused (none:
+// nil), sorted, and why, with what to do instead.
+func refusePlan(refused []string, reason string) error {
 	if len(refused) == 0 {
 		return nil
 	}
 	sort.Strings(refused)
-	return &UnsupportedError{
-		Where:   "plan",
-		Objects: refused,
-		Reason: "these types must be dropped and created again, since something they depend on is (a function their constraint " +
-			"calls, ...), and PostgreSQL cannot drop a type a column stores. Make the change in steps (first move the columns " +
-			"to another type, or change what the type depends on in a separate plan), or with a migration; then plan again",
-	}
+	return &UnsupportedError{Where: "plan", Objects: refused, Reason: reason}
 }
 
 func (d *differ) columnIsOfType(col, typ ID) bool {
