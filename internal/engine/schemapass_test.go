@@ -324,7 +324,7 @@ func TestAccount(t *testing.T) {
 		{RunFailed, api.PhaseFailed, false, api.OutcomeFailed},
 		{RunUncertain, api.PhaseApplying, true, ""},
 	} {
-		st := Account(api.PtahSchemaStatus{ActiveOperation: &op}, op, tt.result, "boom", t0)
+		st := Account(api.PtahSchemaStatus{RunState: api.RunState{ActiveOperation: &op}}, op, tt.result, "boom", t0)
 		if st.ActiveOperation != nil || st.OwedRelease == nil || st.OwedRelease.OperationID != "op-1" {
 			t.Errorf("result %d: the claim must be swapped for an owed release in one write: %+v", tt.result, st)
 		}
@@ -405,7 +405,7 @@ func TestSchemaPassPlanOnlyNeverExecutes(t *testing.T) {
 
 func TestLeaseHeldDropsTheClaim(t *testing.T) {
 	t.Parallel()
-	st := api.PtahSchemaStatus{ActiveOperation: &api.Operation{ID: "op-1"}}
+	st := api.PtahSchemaStatus{RunState: api.RunState{ActiveOperation: &api.Operation{ID: "op-1"}}}
 	got := LeaseHeld(st, "operation op-0 holds it")
 	if got.ActiveOperation != nil || got.Phase != api.PhaseBlocked || got.Reason != api.ReasonLeaseHeld || got.Message != "operation op-0 holds it" {
 		t.Fatalf("%+v", got)
@@ -615,7 +615,7 @@ func TestPlansToPruneKeepsWhatTheStatusNames(t *testing.T) {
 		return api.PlanReference{ObjectReference: api.ObjectReference{Name: "app-" + uid, UID: uid}}
 	}
 	cur, claimed, pending, applied := ref("cur"), ref("claimed"), ref("pending"), ref("applied")
-	st := api.PtahSchemaStatus{Plan: &cur, ActiveOperation: &api.Operation{ID: "op", Plan: claimed},
+	st := api.PtahSchemaStatus{RunState: api.RunState{Plan: &cur, ActiveOperation: &api.Operation{ID: "op", Plan: claimed}},
 		PendingObservation: &api.PendingObservation{OperationID: "op0", Plan: pending}, Applied: &api.AppliedPlan{Plan: applied}}
 	got := PlansToPrune(st, []string{"old1", "cur", "claimed", "pending", "applied", "old2"})
 	if strings.Join(got, ",") != "old1,old2" {

@@ -42,9 +42,10 @@ const (
 	ReasonPlanDoesNotConverge = "PlanDoesNotConverge"
 )
 
-// PtahSchemaStatus is the observed state of a PtahSchema, and the durable
-// record of the work under way on it.
-type PtahSchemaStatus struct {
+// RunState is the part of a resource's status every family keeps the same
+// way: where it stands, its current plan, the claim under way and the
+// release owed. It is embedded (inline) in each family's status.
+type RunState struct {
 	Phase              Phase       `json:"phase,omitempty"`
 	Reason             string      `json:"reason,omitempty"`
 	Message            string      `json:"message,omitempty"`
@@ -54,16 +55,22 @@ type PtahSchemaStatus struct {
 	ExecutionBinding *ExecutionBinding `json:"executionBinding,omitempty"`
 	// Plan is the current plan, if any.
 	Plan *PlanReference `json:"plan,omitempty"`
-	// Applied is the last plan that ran, and how it ended.
-	Applied *AppliedPlan `json:"applied,omitempty"`
-	// PendingObservation: a dispatched run's outcome is unknown. A fresh
-	// observation of the database is owed before anything is planned again.
-	PendingObservation *PendingObservation `json:"pendingObservation,omitempty"`
 	// ActiveOperation is the claim: recorded before any dispatch.
 	ActiveOperation *Operation `json:"activeOperation,omitempty"`
 	// OwedRelease is a lease release recorded in the same write that cleared
 	// the claim; a later pass completes it before anything else.
 	OwedRelease *LeaseRelease `json:"owedRelease,omitempty"`
+}
+
+// PtahSchemaStatus is the observed state of a PtahSchema, and the durable
+// record of the work under way on it.
+type PtahSchemaStatus struct {
+	RunState `json:",inline"`
+	// Applied is the last plan that ran, and how it ended.
+	Applied *AppliedPlan `json:"applied,omitempty"`
+	// PendingObservation: a dispatched run's outcome is unknown. A fresh
+	// observation of the database is owed before anything is planned again.
+	PendingObservation *PendingObservation `json:"pendingObservation,omitempty"`
 }
 
 // Condition follows the Kubernetes condition convention.

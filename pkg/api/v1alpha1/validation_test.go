@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -142,5 +143,22 @@ func TestDeepCopyIsIndependent(t *testing.T) {
 	c.Spec.Target.URLFrom.Env = "OTHER"
 	if s.Spec.Schemas[0] != "public" || s.Spec.Target.URLFrom.Env != "APP_DATABASE_URL" {
 		t.Fatal("DeepCopy shares memory with the original")
+	}
+}
+
+// The shared run state is inline: a status serialises with its fields at
+// the top level, as it did before the families shared it.
+func TestRunStateIsInline(t *testing.T) {
+	st := PtahSchemaStatus{RunState: RunState{Phase: PhaseInSync, Plan: &PlanReference{Fingerprint: "f"}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flat map[string]any
+	if err := json.Unmarshal(raw, &flat); err != nil {
+		t.Fatal(err)
+	}
+	if flat["phase"] != "InSync" || flat["plan"] == nil || flat["RunState"] != nil {
+		t.Fatalf("status JSON: %s", raw)
 	}
 }
