@@ -483,7 +483,7 @@ SELECT format('trigger "%s" on table %I.%I is %s, unlike the trigger on %I.%I it
 FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_trigger pg ON pg.oid = g.tgparentid
 JOIN pg_class pc ON pc.oid = pg.tgrelid JOIN pg_namespace pn ON pn.oid = pc.relnamespace
-WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgenabled <> pg.tgenabled
+WHERE n.nspname = ANY($1) AND ` + userTrigger("g") + ` AND g.tgenabled <> pg.tgenabled
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 UNION ALL
 SELECT format('the triggers of constraint "%s" on table %I.%I are %s (ALTER TABLE %I.%I DISABLE TRIGGER ALL)',
@@ -492,7 +492,7 @@ SELECT format('the triggers of constraint "%s" on table %I.%I are %s (ALTER TABL
 FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_constraint k ON k.oid = g.tgconstraint
 LEFT JOIN pg_class kc ON kc.oid = k.conrelid LEFT JOIN pg_namespace kn ON kn.oid = kc.relnamespace
-WHERE n.nspname = ANY($1) AND g.tgisinternal AND g.tgenabled <> 'O'
+WHERE n.nspname = ANY($1) AND NOT ` + userTrigger("g") + ` AND g.tgenabled <> 'O'
 	AND ` + notExtensionMember("pg_class", "c.oid") + `
 UNION ALL
 SELECT format('%s %I.%I is in tablespace %I', ` + relkindWord("c.relkind") + `, n.nspname, c.relname, s.spcname)
@@ -539,3 +539,13 @@ SELECT u.i,
 			END), '')
 FROM (SELECT c::regclass AS cat, o AS objid, s AS objsubid, i
 	FROM unnest($1::text[], $2::oid[], $3::int[]) WITH ORDINALITY AS x(c, o, s, i)) u`
+
+// userTrigger is true for a trigger a user made, or its clone on a
+// partition; false for the triggers PostgreSQL makes for a constraint (a
+// foreign key's, a deferrable key's). Before PostgreSQL 15 a clone is
+// marked internal like the latter; it is told apart by having a parent
+// and no constraint, or a constraint trigger's.
+func userTrigger(g string) string {
+	return `(NOT ` + g + `.tgisinternal OR (` + g + `.tgparentid <> 0 AND (` + g + `.tgconstraint = 0
+		OR EXISTS (SELECT FROM pg_constraint ut WHERE ut.oid = ` + g + `.tgconstraint AND ut.contype = 't'))))`
+}
