@@ -40,9 +40,10 @@ type Applied struct {
 
 // HistoryFingerprint fingerprints a reading of the history: every row's
 // version and checksum, in version order (whatever order the rows were
-// read in), then the operation ID of the unresolved run ("" for none). It
-// changes exactly when the pending selection or its blockers could: a
-// plan is bound to it, so a history that moved since makes the plan stale.
+// read in), then the operation ID of the unresolved run ("" for none). A
+// plan is bound to it: any row added, removed or changed in what selects
+// or blocks the pending files, or a run left unresolved, makes the plan
+// stale. Names, times and how a row was recorded are left out.
 //
 // Field order, which must not change: rows (count), then per row version
 // and checksum, then unresolved.

@@ -59,12 +59,14 @@ func TestHistoryFingerprint(t *testing.T) {
 
 func TestSortedHistory(t *testing.T) {
 	t.Parallel()
-	rows := []Applied{{Version: "10"}, {Version: "by hand"}, {Version: "9"}, {Version: "1.5"}, {Version: "0001"}}
+	// One version spelled twice sorts by its spellings, so that the
+	// fingerprint does not depend on the order rows were read in.
+	rows := []Applied{{Version: "10"}, {Version: "by hand"}, {Version: "9"}, {Version: "1.5"}, {Version: "9.0"}, {Version: "0001"}, {Version: "a hand"}}
 	var got []string
 	for _, r := range sortedHistory(rows) {
 		got = append(got, r.Version)
 	}
-	if want := []string{"0001", "1.5", "9", "10", "by hand"}; !slices.Equal(got, want) {
+	if want := []string{"0001", "1.5", "9", "9.0", "10", "a hand", "by hand"}; !slices.Equal(got, want) {
 		t.Errorf("sorted %q, want %q", got, want)
 	}
 	if rows[0].Version != "10" {

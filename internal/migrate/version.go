@@ -83,3 +83,17 @@ func compareNumber(a, b string) int {
 	}
 	return cmp.Compare(a, b)
 }
+
+// MarshalText writes the version as written, so that plans and JSON
+// output show what the file name says.
+func (v Version) MarshalText() ([]byte, error) { return []byte(v.text), nil }
+
+// UnmarshalText reads a version as ParseVersion does.
+func (v *Version) UnmarshalText(b []byte) error {
+	parsed, err := ParseVersion(string(b))
+	if err != nil {
+		return err
+	}
+	*v = parsed
+	return nil
+}

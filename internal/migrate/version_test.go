@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -91,4 +92,19 @@ func mustVersion(t *testing.T, s string) Version {
 		t.Fatal(err)
 	}
 	return v
+}
+
+func TestVersionJSON(t *testing.T) {
+	t.Parallel()
+	data, err := json.Marshal(struct{ V Version }{mustVersion(t, "0002")})
+	if err != nil || string(data) != `{"V":"0002"}` {
+		t.Fatalf("json.Marshal = %s, %v", data, err)
+	}
+	var back struct{ V Version }
+	if err := json.Unmarshal(data, &back); err != nil || back.V.String() != "0002" || back.V.Canonical() != "2" {
+		t.Errorf("json.Unmarshal = %+v, %v", back.V, err)
+	}
+	if err := json.Unmarshal([]byte(`{"V":"x"}`), &back); !errors.Is(err, ErrBadVersion) {
+		t.Errorf("json.Unmarshal of a bad version: %v", err)
+	}
 }
