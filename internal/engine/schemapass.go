@@ -53,45 +53,17 @@ type Observation struct {
 	LockTimeout  string
 }
 
-// SchemaPassInput is everything the pass decides from.
+// SchemaPassInput is everything a PtahSchema's pass decides from.
 type SchemaPassInput struct {
-	// Now is the target server's clock: the server enforces every
-	// deadline, so every deadline is judged by its clock too.
-	Now        time.Time
-	Name, UID  string
-	Generation int64
-	Spec       api.PtahSchemaSpec
-	Status     api.PtahSchemaStatus
-	Binding    api.ExecutionBinding
-
-	Stored []StoredObject
-	Realm  []Claimant // every registered resource, self included
-	Self   Claimant
+	PassInput
+	Spec   api.PtahSchemaSpec
+	Status api.PtahSchemaStatus
 
 	// Observation is a reading taken during this pass; nil until one is.
 	Observation *Observation
 	// CurrentPlan is the object Status.Plan names, nil when none (or gone).
 	CurrentPlan *Plan
 	Approvals   []Approval
-	// Locked: the shell holds the database's lease for the active claim.
-	Locked bool
-	// Rederived is the input fingerprint derived again from a fresh read
-	// for the active claim, taken with the lease held; "" until derived.
-	Rederived string
-	// LiveWriters are the operations, among those the status names (a
-	// dispatched claim, a pending observation, an owed release), whose
-	// writer may still write: its session is alive and its deadline, on
-	// the server's clock, has not passed. Nothing is settled or released
-	// for such an operation.
-	LiveWriters map[string]bool
-
-	NewOperationID string        // used if the pass claims
-	RunTimeout     time.Duration // a claim's deadline is Now + RunTimeout
-
-	// PlanOnly bounds the pass to publishing (ptah plan): it never claims,
-	// never carries an undispatched claim forward, and never dispatches.
-	// It still settles what a dead run left behind.
-	PlanOnly bool
 }
 
 // Decision is the pass's answer. Status is always the complete status to
@@ -109,30 +81,66 @@ type Decision struct {
 // SchemaPass decides the next step for one PtahSchema (DESIGN.md section 4).
 // The shell carries the step out and calls it again until a stable status.
 func SchemaPass(in SchemaPassInput) Decision {
-	d := schemaPass(in)
+	f := &schemaFamily{in: in, st: in.Status}
+	o := runPass(in.PassInput, f)
 	if in.PlanOnly {
-		d = planOnly(in, d)
+		o = planOnly(f, in.Status.ActiveOperation, o)
 	}
-	if d.Step != StepRefuse {
-		d.Status.Conditions = SetReady(d.Status.Conditions, d.Status, in.Generation, in.Now)
+	d := Decision{Step: o.step, Status: f.st, Stable: o.stable, Err: o.err, Plan: f.plan, Stale: f.stale, Operation: o.operation}
+	if d.Step == StepRefuse {
+		d.Status = in.Status
+		return d
 	}
+	d.Status.Conditions = SetReady(d.Status.Conditions, d.Status, in.Generation, in.Now)
 	return d
 }
 
-// planOnly stops a plan-only pass where it would start executing.
-func planOnly(in SchemaPassInput, d Decision) Decision {
-	switch {
-	case d.Step == StepWriteStatus && d.Status.ActiveOperation != nil && in.Status.ActiveOperation == nil:
-		st := d.Status
-		st.ActiveOperation = nil // authorized, not claimed: ptah apply claims it
-		return stable(st, api.PhaseApproved, api.ReasonApproved, authorizedMessage(d.Operation.Approval, in.Approvals))
-	case d.Step == StepLock || d.Step == StepRederive || d.Step == StepDispatch:
-		op := in.Status.ActiveOperation
-		return stable(d.Status, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf(
-			"operation %s claimed plan %s and was interrupted before it ran; ptah apply continues it before %s",
-			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
+// schemaFamily is the PtahSchema side of the pass: a run whose outcome is
+// unknown owes a fresh observation, which settles it (the schema is
+// declarative: the observed database is the whole answer).
+type schemaFamily struct {
+	in    SchemaPassInput
+	st    api.PtahSchemaStatus
+	plan  *api.PtahSchemaPlanSpec // to publish
+	stale []Approval              // to mark stale
+}
+
+func (f *schemaFamily) state() *api.RunState { return &f.st.RunState }
+
+func (f *schemaFamily) observed() bool { return f.in.Observation != nil }
+
+func (f *schemaFamily) settle(in PassInput) (outcome, bool) {
+	p := f.st.PendingObservation
+	if p == nil {
+		return outcome{}, false
 	}
-	return d
+	if in.LiveWriters[p.OperationID] {
+		return mayStillWrite(&f.st.RunState, p.OperationID), true
+	}
+	if f.in.Observation == nil {
+		return outcome{step: StepObserve}, true
+	}
+	f.st.Applied = &api.AppliedPlan{OperationID: p.OperationID, Plan: p.Plan, Outcome: api.OutcomeObserved, FinishedAt: in.Now,
+		Message: "the run's outcome was unknown; the database was observed again"}
+	f.st.PendingObservation = nil
+	f.st.Plan = nil
+	return outcome{step: StepWriteStatus}, true
+}
+
+func (f *schemaFamily) lostDispatch(in PassInput, op *api.Operation) {
+	f.st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now, CoordinationDigest: op.CoordinationDigest}
+}
+
+func (f *schemaFamily) verifyClaimedPlan(op *api.Operation) error {
+	return verifyClaimedPlan(f.in.CurrentPlan, op)
+}
+
+func (f *schemaFamily) stillAuthorized(op *api.Operation) string {
+	return stillAuthorized(f.in, op)
+}
+
+func (f *schemaFamily) authorizedMessage(op *api.Operation) string {
+	return authorizedMessage(op.Approval, f.in.Approvals)
 }
 
 // authorizedMessage says who authorized a plan, for the Approved phase.
@@ -214,122 +222,6 @@ func SetReady(conditions []api.Condition, st api.PtahSchemaStatus, generation in
 	return out
 }
 
-func schemaPass(in SchemaPassInput) Decision {
-	st := in.Status
-	st.ExecutionBinding = &in.Binding
-	st.ObservedGeneration = in.Generation
-
-	if err := VerifyStoredState(in.Stored, in.Binding.ContractVersion); err != nil {
-		return Decision{Step: StepRefuse, Err: err}
-	}
-	if owed := st.OwedRelease; owed != nil {
-		if in.LiveWriters[owed.OperationID] {
-			return mayStillWrite(st, owed.OperationID)
-		}
-		st.OwedRelease = nil
-		return Decision{Step: StepReleaseOwed, Status: st}
-	}
-	if contested, rivals := TakeRealmCensus(in.Self, in.Realm); contested && !claimDispatched(st) {
-		st.ActiveOperation = nil // nothing of it was dispatched
-		return stable(st, api.PhaseBlocked, api.ReasonRealmConflict, fmt.Sprintf(
-			"the database is also claimed by %s; one database has one writer unless every claimant sets spec.target.sharedRealm "+
-				"(a resource you no longer manage, renamed or mistyped, keeps counting until ptah forget NAME removes its record)",
-			joinClaimants(rivals)))
-	}
-	if op := st.ActiveOperation; op != nil {
-		return continueClaim(in, st, op)
-	}
-	if p := st.PendingObservation; p != nil {
-		if in.LiveWriters[p.OperationID] {
-			return mayStillWrite(st, p.OperationID)
-		}
-		if in.Observation == nil {
-			return Decision{Step: StepObserve, Status: st}
-		}
-		// The fresh reading answers what the run did: the schema is
-		// declarative, so the observed database is the whole answer.
-		st.Applied = &api.AppliedPlan{OperationID: p.OperationID, Plan: p.Plan, Outcome: api.OutcomeObserved, FinishedAt: in.Now,
-			Message: "the run's outcome was unknown; the database was observed again"}
-		st.PendingObservation = nil
-		st.Plan = nil
-		return Decision{Step: StepWriteStatus, Status: st}
-	}
-	if in.Observation == nil {
-		return Decision{Step: StepObserve, Status: st}
-	}
-	return planAndAuthorize(in, st)
-}
-
-// mayStillWrite holds everything while a dispatched run's writer may still
-// be writing: the database stays held, and its outcome is not observed,
-// since the observation could be taken before a commit that then lands.
-func mayStillWrite(st api.PtahSchemaStatus, operationID string) Decision {
-	return stable(st, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
-		"the writer session of operation %s may still be running; ptah waits until it is gone or its deadline has passed", operationID))
-}
-
-func claimDispatched(st api.PtahSchemaStatus) bool {
-	return st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil
-}
-
-// continueClaim carries a recorded claim forward after a restart or between
-// steps of one pass.
-func continueClaim(in SchemaPassInput, st api.PtahSchemaStatus, op *api.Operation) Decision {
-	if op.DispatchedAt != nil {
-		// The run may have executed: never dispatch it again. While its
-		// writer may still be writing, the database stays held.
-		if in.LiveWriters[op.ID] {
-			return stable(st, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
-				"operation %s was dispatched and its writer session may still be running (deadline %s)", op.ID, op.Deadline.UTC().Format(time.RFC3339)))
-		}
-		st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now, CoordinationDigest: op.CoordinationDigest}
-		st.ActiveOperation = nil
-		st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
-		return Decision{Step: StepWriteStatus, Status: st}
-	}
-	// Nothing of an undispatched claim ran. Past its deadline nothing may
-	// run under it either: drop it and decide again.
-	if !in.Now.Before(op.Deadline) {
-		return dropClaim(st, fmt.Sprintf("operation %s claimed plan %s but was not dispatched before its deadline %s; nothing ran under it; planning again",
-			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
-	}
-	if !in.Locked {
-		return Decision{Step: StepLock, Status: st, Operation: op}
-	}
-	if in.Rederived == "" {
-		return Decision{Step: StepRederive, Status: st, Operation: op}
-	}
-	if in.Rederived != op.InputFingerprint {
-		// The inputs moved between decision and dispatch: the plan is
-		// evidence of a database that no longer exists.
-		st.Plan = nil
-		return dropClaim(st, fmt.Sprintf("inputs moved since operation %s was claimed; observing again", op.ID))
-	}
-	// The last look before SQL runs: the input fingerprint covers the plan's
-	// recorded fingerprint, not its stored statements, so these must still
-	// hash to what the claim recorded.
-	if err := verifyClaimedPlan(in.CurrentPlan, op); err != nil {
-		st.ActiveOperation = nil // nothing was dispatched
-		if errors.Is(err, ErrPlanTampered) {
-			return stable(st, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
-		}
-		st.Plan = nil
-		return dropClaim(st, err.Error()+"; observing again")
-	}
-	// And the decision that authorized it must still stand: an approval
-	// withdrawn (or gone stale) since the claim authorizes nothing.
-	if why := stillAuthorized(in, op); why != "" {
-		return dropClaim(st, fmt.Sprintf("operation %s is no longer authorized (%s); nothing ran", op.ID, why))
-	}
-	return Decision{Step: StepDispatch, Status: st, Operation: op}
-}
-
-// dropClaim clears an undispatched claim and continues the pass.
-func dropClaim(st api.PtahSchemaStatus, message string) Decision {
-	st.ActiveOperation = nil
-	return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying, message)}
-}
-
 // stillAuthorized decides the claim's authorization again from what is
 // stored now; "" means it stands, else why it does not.
 func stillAuthorized(in SchemaPassInput, op *api.Operation) string {
@@ -366,18 +258,19 @@ func verifyClaimedPlan(plan *Plan, op *api.Operation) error {
 	return nil
 }
 
-func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
-	obs := in.Observation
+func (f *schemaFamily) planAndAuthorize(in PassInput) outcome {
+	obs, st, rs := f.in.Observation, &f.st, &f.st.RunState
 	if len(obs.Statements) == 0 {
 		st.Plan = nil
-		if stale := StaleApprovals(nil, in.Approvals); len(stale) > 0 {
-			return Decision{Step: StepMarkStale, Status: st, Stale: stale}
+		if stale := StaleApprovals(nil, f.in.Approvals); len(stale) > 0 {
+			f.stale = stale
+			return outcome{step: StepMarkStale}
 		}
-		return stable(st, api.PhaseInSync, api.ReasonInSync, "the database matches the declared schema")
+		return stable(rs, api.PhaseInSync, api.ReasonInSync, "the database matches the declared schema")
 	}
-	if a := st.Applied; repeatsTheLastRun(st, StatementsDigest(obs.Statements)) {
+	if a := st.Applied; repeatsTheLastRun(*st, StatementsDigest(obs.Statements)) {
 		st.Plan = nil
-		return stable(st, api.PhaseBlocked, api.ReasonPlanDoesNotConverge, fmt.Sprintf(
+		return stable(rs, api.PhaseBlocked, api.ReasonPlanDoesNotConverge, fmt.Sprintf(
 			"plan %s, applied by operation %s, is derived again from the database it produced: applying it again would not converge; "+
 				"nothing runs until the declared schema or the database changes (this is a ptah defect or a declaration PostgreSQL keeps differently: please report it)",
 			a.Plan.Name, a.OperationID))
@@ -392,36 +285,28 @@ func planAndAuthorize(in SchemaPassInput, st api.PtahSchemaStatus) Decision {
 		Bindings:     obs.Bindings,
 	}
 	spec.Fingerprint = PlanFingerprint(spec)
-	cur := in.CurrentPlan
+	cur := f.in.CurrentPlan
 	if cur == nil || st.Plan == nil || cur.UID != st.Plan.UID || cur.Spec.Fingerprint != spec.Fingerprint {
-		return Decision{Step: StepPublish, Status: st, Plan: &spec}
+		f.plan = &spec
+		return outcome{step: StepPublish}
 	}
 	if err := VerifyPlan(*cur); err != nil {
-		return stable(st, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
+		return stable(rs, api.PhaseBlocked, api.ReasonPlanTampered, err.Error())
 	}
 	ref := cur.Ref()
-	if stale := StaleApprovals(&ref, in.Approvals); len(stale) > 0 {
-		return Decision{Step: StepMarkStale, Status: st, Stale: stale}
+	if stale := StaleApprovals(&ref, f.in.Approvals); len(stale) > 0 {
+		f.stale = stale
+		return outcome{step: StepMarkStale}
 	}
-	v := Authorize(in.Spec.Policy, *cur, in.Approvals)
+	v := Authorize(f.in.Spec.Policy, *cur, f.in.Approvals)
 	if !v.Authorized {
-		return stable(st, v.Phase, v.Reason, v.Message)
+		return stable(rs, v.Phase, v.Reason, v.Message)
 	}
-	op := &api.Operation{
-		ID:                 in.NewOperationID,
-		Plan:               ref,
-		InputFingerprint:   InputFingerprint(ref.Fingerprint, cur.Spec.Bindings),
-		CoordinationDigest: cur.Spec.CoordinationDigest,
-		StatementsDigest:   StatementsDigest(cur.Spec.Statements),
-		ClaimedAt:          in.Now,
-		Deadline:           in.Now.Add(in.RunTimeout),
-	}
+	var approval *api.ObjectReference
 	if v.Approval != nil {
-		op.Approval = &api.ObjectReference{Name: v.Approval.Name, UID: v.Approval.UID}
+		approval = &api.ObjectReference{Name: v.Approval.Name, UID: v.Approval.UID}
 	}
-	st.ActiveOperation = op
-	return Decision{Step: StepWriteStatus, Status: withPhase(st, api.PhaseApplying, api.ReasonApplying,
-		fmt.Sprintf("operation %s claims plan %s", op.ID, ref.Name)), Operation: op}
+	return claim(in, rs, ref, cur.Spec.Bindings, approval, StatementsDigest(cur.Spec.Statements))
 }
 
 // repeatsTheLastRun: the pass that verifies a successful run (or one that
@@ -467,13 +352,11 @@ func Account(st api.PtahSchemaStatus, op api.Operation, result RunResult, messag
 }
 
 func withPhase(st api.PtahSchemaStatus, phase api.Phase, reason, message string) api.PtahSchemaStatus {
-	st.Phase, st.Reason, st.Message = phase, reason, message
+	setPhase(&st.RunState, phase, reason, message)
 	return st
 }
 
-func stable(st api.PtahSchemaStatus, phase api.Phase, reason, message string) Decision {
-	return Decision{Step: StepWriteStatus, Status: withPhase(st, phase, reason, message), Stable: true}
-}
+func isTampered(err error) bool { return errors.Is(err, ErrPlanTampered) }
 
 func joinClaimants(cs []Claimant) string {
 	names := make([]string, len(cs))

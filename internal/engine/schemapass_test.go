@@ -45,11 +45,13 @@ func approvalFor(p Plan, uid string) Approval {
 func input(policy api.ApplyPolicy) SchemaPassInput {
 	self := Claimant{Kind: api.KindPtahSchema, Namespace: "default", Name: "app", CoordinationDigest: "sha256:coord"}
 	return SchemaPassInput{
-		Now: t0, Name: "app", UID: "schema-uid", Generation: 1,
-		Spec:    api.PtahSchemaSpec{Policy: api.Policy{Apply: policy}},
-		Binding: api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: "postgres"},
-		Realm:   []Claimant{self}, Self: self,
-		NewOperationID: "op-1", RunTimeout: time.Hour,
+		PassInput: PassInput{
+			Now: t0, Name: "app", UID: "schema-uid", Generation: 1,
+			Binding: api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: "postgres"},
+			Realm:   []Claimant{self}, Self: self,
+			NewOperationID: "op-1", RunTimeout: time.Hour,
+		},
+		Spec: api.PtahSchemaSpec{Policy: api.Policy{Apply: policy}},
 	}
 }
 

@@ -68,9 +68,11 @@ func (p *pass) gather(ctx context.Context) (engine.SchemaPassInput, store.Object
 		return engine.SchemaPassInput{}, store.Object{}, err
 	}
 	in := engine.SchemaPassInput{
-		Now: now, Name: p.res.Schema.Name, Spec: p.res.Schema.Spec, Binding: p.binding(),
-		Stored: stored, Observation: p.observation, Rederived: p.rederived,
-		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
+		PassInput: engine.PassInput{
+			Now: now, Name: p.res.Schema.Name, Binding: p.binding(), Stored: stored, Rederived: p.rederived,
+			NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
+		},
+		Spec: p.res.Schema.Spec, Observation: p.observation,
 	}
 	for _, o := range all {
 		if o.Kind != api.KindPtahSchema {
