@@ -2,12 +2,14 @@ package v1alpha1
 
 import "time"
 
-// Phase is where a resource stands. The set is small on purpose: scripts
-// branch on it.
+// Phase is where a resource stands, for either family. The set is small on
+// purpose: scripts branch on it.
 type Phase string
 
 const (
-	// PhaseInSync: the database matches the declaration (a fresh, empty plan).
+	// PhaseInSync: the database matches the declaration: a fresh, empty
+	// plan (PtahSchema), or a history holding every version of the source,
+	// unchanged (PtahMigration).
 	PhaseInSync Phase = "InSync"
 	// PhasePlanned: a plan exists and policy.apply is Never.
 	PhasePlanned Phase = "Planned"
@@ -23,14 +25,15 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
-// Reasons qualify a phase.
+// Reasons qualify a phase. Those below serve both families unless their
+// comment says otherwise; migration_status.go adds the migration family's.
 const (
 	ReasonInSync                = "InSync"
 	ReasonPlanned               = "PlanPublished"
 	ReasonAwaitingApproval      = "AwaitingApproval"
 	ReasonApproved              = "Approved"
 	ReasonRealmConflict         = "RealmConflict"
-	ReasonDestructiveNotAllowed = "DestructiveNotAllowed"
+	ReasonDestructiveNotAllowed = "DestructiveNotAllowed" // PtahSchema only
 	ReasonPlanTampered          = "PlanTampered"
 	ReasonLeaseHeld             = "LeaseHeld"
 	ReasonRunMayStillWrite      = "RunMayStillWrite"
@@ -39,6 +42,7 @@ const (
 	ReasonApplyFailed           = "ApplyFailed"
 	// ReasonPlanDoesNotConverge: the plan that just ran is derived again
 	// from the database it produced; running it again would change nothing.
+	// PtahSchema only.
 	ReasonPlanDoesNotConverge = "PlanDoesNotConverge"
 )
 
@@ -119,15 +123,33 @@ type PendingObservation struct {
 	CoordinationDigest string `json:"coordinationDigest,omitempty"`
 }
 
-// AppliedPlan records a finished run.
+// AppliedPlan records a finished run, of either family: a PtahSchema's
+// status.applied, a PtahMigration's status.lastRun.
 type AppliedPlan struct {
 	OperationID string        `json:"operationID"`
 	Plan        PlanReference `json:"plan"`
-	Outcome     string        `json:"outcome"` // Succeeded, Failed, Observed
-	FinishedAt  time.Time     `json:"finishedAt"`
-	Message     string        `json:"message,omitempty"`
-	// StatementsDigest is the operation's (see Operation).
+	// Outcome is Succeeded or Failed; for a PtahSchema also Observed.
+	Outcome    string    `json:"outcome"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Message    string    `json:"message,omitempty"`
+	// StatementsDigest is the operation's (see Operation). PtahSchema only.
 	StatementsDigest string `json:"statementsDigest,omitempty"`
+	// Versions are the migration versions this run committed, in order;
+	// for a failed run, those before the file that failed. PtahMigration
+	// only: history holds exactly these, so the next plan starts after them.
+	Versions []string `json:"versions,omitempty"`
+	// Failure is where a failed run stopped. PtahMigration only.
+	Failure *RunFailure `json:"failure,omitempty"`
+}
+
+// RunFailure locates the statement a failed run stopped at. It never holds
+// SQL: the journal has the statement, and Message PostgreSQL's error.
+type RunFailure struct {
+	// Version is the migration file that failed and rolled back.
+	Version string `json:"version"`
+	// Statement is the failed statement's position in that file, from 1;
+	// 0 when the failure was not at a statement (e.g. at its COMMIT).
+	Statement int `json:"statement,omitempty"`
 }
 
 // Outcomes of a run.

@@ -36,12 +36,24 @@ type Bindings struct {
 	// TargetIdentityDigest fingerprints the server's system identifier and
 	// the database name.
 	TargetIdentityDigest string `json:"targetIdentityDigest"`
-	// ActualStateFingerprint fingerprints the observed managed schemas.
+	// ActualStateFingerprint fingerprints the observed managed schemas. A
+	// PtahMigration plan leaves it empty, except a baseline plan, where it
+	// fingerprints the target's schema that the baseline was checked against.
 	ActualStateFingerprint string `json:"actualStateFingerprint"`
-	// DesiredStateFingerprint fingerprints the declared schema as loaded.
+	// DesiredStateFingerprint fingerprints the declared schema as loaded. A
+	// PtahMigration plan leaves it empty, except a baseline plan, where it
+	// fingerprints the schema the files up to the baseline version build.
 	DesiredStateFingerprint string `json:"desiredStateFingerprint"`
-	// PolicyFingerprint fingerprints spec.policy and spec.schemas.
+	// PolicyFingerprint fingerprints spec.policy (and, for a PtahSchema,
+	// spec.schemas).
 	PolicyFingerprint string `json:"policyFingerprint"`
+	// HistoryFingerprint is the migration history the plan's versions were
+	// selected against (PtahMigration only: what a migration approval binds
+	// beyond a schema approval). A database whose history moved between
+	// planning and approval has other versions pending. Empty, and absent
+	// from the JSON, for a PtahSchema plan, whose encoding (and so its
+	// fingerprint) is what it was before the field existed.
+	HistoryFingerprint string `json:"historyFingerprint,omitempty"`
 	// ExecutionBinding is the ptah that computed the plan.
 	ExecutionBinding ExecutionBinding `json:"executionBinding"`
 }
@@ -118,8 +130,8 @@ type PtahSchemaPlanSpec struct {
 type PtahSchemaApproval struct {
 	TypeMeta   `json:",inline"`
 	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahSchemaApprovalSpec   `json:"spec"`
-	Status     PtahSchemaApprovalStatus `json:"status,omitempty"`
+	Spec       PtahSchemaApprovalSpec `json:"spec"`
+	Status     DecisionStatus         `json:"status,omitempty"`
 }
 
 // PtahSchemaApprovalSpec binds a decision to one plan instance.
@@ -133,10 +145,31 @@ type PtahSchemaApprovalSpec struct {
 	Reason          string    `json:"reason,omitempty"`
 }
 
-// PtahSchemaApprovalStatus says whether the approval can still authorize.
-type PtahSchemaApprovalStatus struct {
-	// Stale: the plan it names stopped being current. A stale approval never
-	// authorizes again.
+// DecisionStatus says whether a person's recorded decision (an approval,
+// a run acknowledgment) can still take effect. A decision is spent once,
+// and a spent decision never takes effect again, whatever comes back under
+// the names it carries.
+type DecisionStatus struct {
+	// Stale: what it names stopped being current (a schema approval's plan,
+	// an acknowledgment's operation) before it took effect.
 	Stale       bool   `json:"stale,omitempty"`
 	StaleReason string `json:"staleReason,omitempty"`
+	// Consumed: it took effect, for the operation named. A migration
+	// approval is consumed at the dispatch boundary, in the same write as
+	// the dispatch marker; an acknowledgment when it clears the unresolved
+	// run. A schema approval is never consumed: it goes stale once its plan
+	// stops being current.
+	Consumed *Consumption `json:"consumed,omitempty"`
 }
+
+// Spent reports whether the decision can no longer take effect.
+func (s DecisionStatus) Spent() bool { return s.Stale || s.Consumed != nil }
+
+// Consumption records the operation a decision took effect for.
+type Consumption struct {
+	OperationID string    `json:"operationID"`
+	At          time.Time `json:"at"`
+}
+
+// PtahSchemaApprovalStatus is the status of a PtahSchemaApproval.
+type PtahSchemaApprovalStatus = DecisionStatus
