@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,54 +45,31 @@ var (
 	envVarName       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// fieldErrors collects the problems of one object.
+type fieldErrors struct{ list FieldErrors }
+
+func (e *fieldErrors) add(field, format string, args ...any) {
+	e.list = append(e.list, &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil or the FieldErrors collected.
+func (e *fieldErrors) err() error {
+	if len(e.list) == 0 {
+		return nil
+	}
+	return e.list
+}
+
 // Validate reports every invalid field of s. It expects a defaulted object
 // (see Default) but accepts empty defaultable fields. It returns nil or a
 // FieldErrors.
 func (s *PtahSchema) Validate() error {
-	var errs FieldErrors
-	add := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
-	}
-
-	if s.APIVersion != APIVersion {
-		add("apiVersion", "%q is not %s", s.APIVersion, APIVersion)
-	}
-	if s.Kind != KindPtahSchema {
-		add("kind", "%q is not %s", s.Kind, KindPtahSchema)
-	}
-	switch name := s.Name; {
-	case name == "":
-		add("metadata.name", "required")
-	case len(name) > 253 || !dns1123Subdomain.MatchString(name):
-		add("metadata.name", "%q must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253 characters)", name)
-	}
-	if ns := s.Namespace; ns != "" && (len(ns) > 63 || !dns1123Label.MatchString(ns)) {
-		add("metadata.namespace", "%q must be lowercase letters, digits and '-', starting and ending with a letter or digit (at most 63 characters)", ns)
-	}
-
-	t := s.Spec.Target
-	if t.Engine != "" && t.Engine != EnginePostgres {
-		add("spec.target.engine", "%q is not one of %s", t.Engine, EnginePostgres)
-	}
-	switch {
-	case t.URL == "" && t.URLFrom == nil:
-		add("spec.target", "one of url and urlFrom is required (prefer urlFrom: {env: NAME})")
-	case t.URL != "" && t.URLFrom != nil:
-		add("spec.target", "url and urlFrom are mutually exclusive")
-	case t.URLFrom != nil:
-		f := t.URLFrom
-		switch {
-		case f.Env == "" && f.File == "":
-			add("spec.target.urlFrom", "one of env and file is required")
-		case f.Env != "" && f.File != "":
-			add("spec.target.urlFrom", "env and file are mutually exclusive")
-		case f.Env != "" && !envVarName.MatchString(f.Env):
-			add("spec.target.urlFrom.env", "%q is not a valid environment variable name", f.Env)
-		}
-	}
+	var errs fieldErrors
+	errs.object(s.TypeMeta, s.ObjectMeta, KindPtahSchema)
+	errs.target(s.Spec.Target)
 
 	if s.Spec.Source.Path == "" {
-		add("spec.source.path", "required: a directory of .sql files")
+		errs.add("spec.source.path", "required: a directory of .sql files")
 	}
 
 	seen := map[string]bool{}
@@ -99,43 +77,155 @@ func (s *PtahSchema) Validate() error {
 		field := fmt.Sprintf("spec.schemas[%d]", i)
 		switch {
 		case name == "":
-			add(field, "empty schema name")
+			errs.add(field, "empty schema name")
 		case name == ManagedSchemaReserved:
-			add(field, "%q holds ptah's own state and cannot be managed", name)
+			errs.add(field, "%q holds ptah's own state and cannot be managed", name)
 		case strings.HasPrefix(name, "pg_") || name == "information_schema":
-			add(field, "%q is a system schema and cannot be managed", name)
+			errs.add(field, "%q is a system schema and cannot be managed", name)
 		case len(name) > maxIdentifierBytes:
-			add(field, "%q is longer than PostgreSQL's %d-byte identifier limit", name, maxIdentifierBytes)
+			errs.add(field, "%q is longer than PostgreSQL's %d-byte identifier limit", name, maxIdentifierBytes)
 		case seen[name]:
-			add(field, "%q is listed twice", name)
+			errs.add(field, "%q is listed twice", name)
 		}
 		seen[name] = true
 	}
 
-	p := s.Spec.Policy
-	if p.Apply != "" && !validApply(p.Apply) {
-		add("spec.policy.apply", "%q is not one of %s", p.Apply, joinPolicies())
+	errs.policy(s.Spec.Policy.Apply, s.Spec.Policy.LockTimeout)
+	return errs.err()
+}
+
+// Validate reports every invalid field of m, as PtahSchema.Validate does.
+func (m *PtahMigration) Validate() error {
+	var errs fieldErrors
+	errs.object(m.TypeMeta, m.ObjectMeta, KindPtahMigration)
+	errs.target(m.Spec.Target)
+
+	src := m.Spec.Source
+	if src.Path == "" {
+		errs.add("spec.source.path", "required: a directory of versioned .sql files")
 	}
-	if p.LockTimeout != "" {
-		if d, err := time.ParseDuration(p.LockTimeout); err != nil {
-			add("spec.policy.lockTimeout", "%q is not a duration such as 5s or 500ms", p.LockTimeout)
+	if src.Layout != LayoutDetect && !slices.Contains(MigrationLayouts, src.Layout) {
+		errs.add("spec.source.layout", "%q is not one of %s; leave it out to detect the layout from the file names",
+			src.Layout, joinStrings(MigrationLayouts))
+	}
+
+	errs.policy(m.Spec.Policy.Apply, m.Spec.Policy.LockTimeout)
+	return errs.err()
+}
+
+// Validate reports every invalid field of a: it is written from what a
+// person typed (ptah resolve-run, or the resource itself in a cluster), and
+// settles nothing unless it names exactly one run.
+func (a *PtahMigrationRunAcknowledgment) Validate() error {
+	var errs fieldErrors
+	errs.object(a.TypeMeta, a.ObjectMeta, KindPtahMigrationRunAcknowledgment)
+
+	s := a.Spec
+	if s.Migration.Name == "" {
+		errs.add("spec.migration.name", "required: the PtahMigration whose run this settles")
+	}
+	if s.Migration.UID == "" {
+		errs.add("spec.migration.uid", "required: an acknowledgment is bound to one instance of the migration, so a recreated one is not settled by it")
+	}
+	if s.OperationID == "" {
+		errs.add("spec.operationID", "required: the operation ID of the unresolved run (ptah resolve-run NAME shows it)")
+	}
+	if strings.TrimSpace(s.By) == "" {
+		errs.add("spec.by", "required: who settles the run")
+	}
+	if s.At.IsZero() {
+		errs.add("spec.at", "required: when the run was settled")
+	}
+	if strings.TrimSpace(s.Reason) == "" {
+		errs.add("spec.reason", "required: what established the run's outcome, for whoever reads the history next")
+	}
+	seen := map[string]bool{}
+	for i, v := range s.MarkedApplied {
+		field := fmt.Sprintf("spec.markedApplied[%d]", i)
+		switch {
+		case v.Version == "":
+			errs.add(field+".version", "required")
+		case seen[v.Version]:
+			errs.add(field+".version", "%q is listed twice", v.Version)
+		}
+		seen[v.Version] = true
+		if v.Checksum == "" {
+			errs.add(field+".checksum", "required: the checksum of the file as it was applied")
+		}
+	}
+	return errs.err()
+}
+
+// object checks what every kind's documents share: apiVersion, kind and
+// metadata.
+func (e *fieldErrors) object(tm TypeMeta, om ObjectMeta, kind string) {
+	if tm.APIVersion != APIVersion {
+		e.add("apiVersion", "%q is not %s", tm.APIVersion, APIVersion)
+	}
+	if tm.Kind != kind {
+		e.add("kind", "%q is not %s", tm.Kind, kind)
+	}
+	switch name := om.Name; {
+	case name == "":
+		e.add("metadata.name", "required")
+	case len(name) > 253 || !dns1123Subdomain.MatchString(name):
+		e.add("metadata.name", "%q must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253 characters)", name)
+	}
+	if ns := om.Namespace; ns != "" && (len(ns) > 63 || !dns1123Label.MatchString(ns)) {
+		e.add("metadata.namespace", "%q must be lowercase letters, digits and '-', starting and ending with a letter or digit (at most 63 characters)", ns)
+	}
+}
+
+// target checks spec.target, the same for both families.
+func (e *fieldErrors) target(t Target) {
+	if t.Engine != "" && t.Engine != EnginePostgres {
+		e.add("spec.target.engine", "%q is not one of %s", t.Engine, EnginePostgres)
+	}
+	switch {
+	case t.URL == "" && t.URLFrom == nil:
+		e.add("spec.target", "one of url and urlFrom is required (prefer urlFrom: {env: NAME})")
+	case t.URL != "" && t.URLFrom != nil:
+		e.add("spec.target", "url and urlFrom are mutually exclusive")
+	case t.URLFrom != nil:
+		f := t.URLFrom
+		switch {
+		case f.Env == "" && f.File == "":
+			e.add("spec.target.urlFrom", "one of env and file is required")
+		case f.Env != "" && f.File != "":
+			e.add("spec.target.urlFrom", "env and file are mutually exclusive")
+		case f.Env != "" && !envVarName.MatchString(f.Env):
+			e.add("spec.target.urlFrom.env", "%q is not a valid environment variable name", f.Env)
+		}
+	}
+}
+
+// policy checks spec.policy.apply and spec.policy.lockTimeout, which both
+// families' policies have.
+func (e *fieldErrors) policy(apply ApplyPolicy, lockTimeout string) {
+	if apply != "" && !slices.Contains(ApplyPolicies, apply) {
+		e.add("spec.policy.apply", "%q is not one of %s", apply, joinStrings(ApplyPolicies))
+	}
+	if lockTimeout != "" {
+		if d, err := time.ParseDuration(lockTimeout); err != nil {
+			e.add("spec.policy.lockTimeout", "%q is not a duration such as 5s or 500ms", lockTimeout)
 		} else if d < time.Millisecond {
 			// PostgreSQL counts lock_timeout in milliseconds and takes 0 as
 			// "wait forever", which is exactly what the setting prevents.
-			add("spec.policy.lockTimeout", "%q must be at least 1ms", p.LockTimeout)
+			e.add("spec.policy.lockTimeout", "%q must be at least 1ms", lockTimeout)
 		}
 	}
-
-	if len(errs) == 0 {
-		return nil
-	}
-	return errs
 }
 
 // LockTimeoutDuration returns the parsed policy.lockTimeout, or the default
 // when it is empty. Call it on a validated object.
-func (p Policy) LockTimeoutDuration() time.Duration {
-	s := p.LockTimeout
+func (p Policy) LockTimeoutDuration() time.Duration { return lockTimeoutDuration(p.LockTimeout) }
+
+// LockTimeoutDuration is Policy.LockTimeoutDuration for a migration.
+func (p MigrationPolicy) LockTimeoutDuration() time.Duration {
+	return lockTimeoutDuration(p.LockTimeout)
+}
+
+func lockTimeoutDuration(s string) time.Duration {
 	if s == "" {
 		s = DefaultLockTimeout
 	}
@@ -146,19 +236,11 @@ func (p Policy) LockTimeoutDuration() time.Duration {
 	return d
 }
 
-func validApply(a ApplyPolicy) bool {
-	for _, p := range ApplyPolicies {
-		if a == p {
-			return true
-		}
-	}
-	return false
-}
-
-func joinPolicies() string {
-	parts := make([]string, len(ApplyPolicies))
-	for i, p := range ApplyPolicies {
-		parts[i] = string(p)
+// joinStrings lists values for a message: "a, b, c".
+func joinStrings[T ~string](values []T) string {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = string(v)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,76 @@
+package v1alpha1
+
+// KindPtahMigration is the kind of a versioned-migration resource.
+const KindPtahMigration = "PtahMigration"
+
+// PtahMigration runs a versioned sequence of hand-written SQL files against
+// a PostgreSQL database, recording each in a history table, and refuses to
+// guess when a run's outcome is unknown.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pmig
+type PtahMigration struct {
+	TypeMeta   `json:",inline"`
+	ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PtahMigrationSpec `json:"spec"`
+}
+
+// PtahMigrationSpec is the desired state of a PtahMigration. It has no list
+// of schemas: a migration's files say what they touch.
+type PtahMigrationSpec struct {
+	// Target is the database to migrate.
+	Target Target `json:"target"`
+	// Source is where the versioned files live.
+	Source MigrationSource `json:"source"`
+	// Policy says when a plan may be applied.
+	// +optional
+	Policy MigrationPolicy `json:"policy,omitempty"`
+}
+
+// MigrationLayout is how the files of a migration directory are named.
+// +kubebuilder:validation:Enum=native;golang-migrate;flyway
+type MigrationLayout string
+
+const (
+	// LayoutDetect (empty): the layout is read from the file names; a
+	// directory whose names fit more than one layout is an error.
+	LayoutDetect MigrationLayout = ""
+	// LayoutNative: <version>_<name>.sql.
+	LayoutNative MigrationLayout = "native"
+	// LayoutGolangMigrate: <version>_<name>.up.sql; .down.sql files are
+	// ignored.
+	LayoutGolangMigrate MigrationLayout = "golang-migrate"
+	// LayoutFlyway: V<version>__<name>.sql.
+	LayoutFlyway MigrationLayout = "flyway"
+)
+
+// MigrationLayouts lists the layouts a document may name, in the order
+// documentation shows them (LayoutDetect is their absence).
+var MigrationLayouts = []MigrationLayout{LayoutNative, LayoutGolangMigrate, LayoutFlyway}
+
+// MigrationSource is where a migration's versioned files live.
+type MigrationSource struct {
+	// Path is a directory of versioned .sql files, relative to the
+	// document's file, run in version order.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// Layout is how the files are named; empty: detected.
+	// +optional
+	Layout MigrationLayout `json:"layout,omitempty"`
+}
+
+// MigrationPolicy governs applying a migration's plans. It is Policy
+// without allowDestructive: ptah does not judge hand-written SQL, so
+// ApplyAlways applies every plan without an approval.
+type MigrationPolicy struct {
+	// +kubebuilder:default=OnApproval
+	// +optional
+	Apply ApplyPolicy `json:"apply,omitempty"`
+	// LockTimeout bounds how long each statement waits for a lock, as a Go
+	// duration ("5s", "500ms").
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	LockTimeout string `json:"lockTimeout,omitempty"`
+}
