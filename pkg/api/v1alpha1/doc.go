@@ -23,6 +23,12 @@ const (
 	//     the target's spec.lockCapacity), which its fingerprint covers. A
 	//     ptah of contract 1 would ignore them, take the plan for tampered,
 	//     and run it in one transaction.
+	//
+	// A kind added to the API (the migration family) does not change it: a
+	// ptah that predates a kind refuses its objects by kind. Nor does a field
+	// added to a shared type for one family only, left out of the JSON of
+	// the other family's objects, whose encodings and fingerprints stay as
+	// they were. Where each kind carries it: Records.
 	ContractVersion = 2
 )
 
