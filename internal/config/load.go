@@ -1,7 +1,9 @@
-// Package config reads ptah.yaml: one or more resource documents, decoded
-// strictly, defaulted and validated, and resolves what they point at (the
-// declared SQL files, the database URL). Every problem unwraps to ErrInvalid
-// and names the file, line and resource; none carries a connection URL.
+// Package config reads ptah.yaml: one or more PtahSchema and PtahMigration
+// documents, decoded strictly, defaulted and validated, and resolves what
+// they point at (a schema's declared SQL files, the database URL; a
+// migration's versioned files are read by the migration source, not here).
+// Every problem unwraps to ErrInvalid and names the file, line and resource;
+// none carries a connection URL.
 package config
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,22 +25,61 @@ import (
 	"github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// File is a loaded configuration file.
+// File is a loaded configuration file. It may hold resources of both
+// declarable kinds, PtahSchema and PtahMigration. Names are unique per kind,
+// as in Kubernetes: a PtahSchema and a PtahMigration may share one.
 type File struct {
-	Path      string
-	Resources []*Resource // in document order
+	Path string
+	// Resources are the PtahSchema resources, in document order: what the
+	// commands that work on schemas only read.
+	Resources []*Resource
+	// Migrations are the PtahMigration resources, in document order.
+	Migrations []*Resource
+	// Documents are the resources of every kind, in document order.
+	Documents []*Resource
 }
 
-// Resource is one validated, defaulted document of a File.
+// Resource is one validated, defaulted document of a File: exactly one of
+// Schema and Migration is set.
 type Resource struct {
-	Schema *v1alpha1.PtahSchema
-	File   string // the configuration file, as given
-	Line   int    // where the document starts
-	node   *yaml.Node
+	Schema    *v1alpha1.PtahSchema
+	Migration *v1alpha1.PtahMigration
+	File      string // the configuration file, as given
+	Line      int    // where the document starts
+	node      *yaml.Node
+}
+
+// Kind is the resource's kind: PtahSchema or PtahMigration.
+func (r *Resource) Kind() string {
+	if r.Migration != nil {
+		return v1alpha1.KindPtahMigration
+	}
+	return v1alpha1.KindPtahSchema
+}
+
+// Name is the resource's metadata.name.
+func (r *Resource) Name() string { return r.meta().Name }
+
+// Namespace is the resource's metadata.namespace; empty when not given.
+func (r *Resource) Namespace() string { return r.meta().Namespace }
+
+// Target is the resource's spec.target.
+func (r *Resource) Target() v1alpha1.Target {
+	if r.Migration != nil {
+		return r.Migration.Spec.Target
+	}
+	return r.Schema.Spec.Target
+}
+
+func (r *Resource) meta() v1alpha1.ObjectMeta {
+	if r.Migration != nil {
+		return r.Migration.ObjectMeta
+	}
+	return r.Schema.ObjectMeta
 }
 
 // Ref names the resource the way errors and output show it.
-func (r *Resource) Ref() string { return ref(r.Schema.Kind, r.Schema.Namespace, r.Schema.Name) }
+func (r *Resource) Ref() string { return ref(r.Kind(), r.Namespace(), r.Name()) }
 
 func ref(kind, namespace, name string) string {
 	if namespace != "" {
@@ -70,7 +112,7 @@ func Load(path string) (*File, error) {
 func Parse(path string, data []byte) (*File, error) {
 	f := &File{Path: path}
 	var errs []error
-	first := map[string]*Resource{} // namespace/name -> first declaration
+	first := map[string]*Resource{} // kind/namespace/name -> first declaration
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc yaml.Node
@@ -90,20 +132,25 @@ func Parse(path string, data []byte) (*File, error) {
 			errs = append(errs, docErrs...)
 			continue
 		}
-		key := r.Schema.Namespace + "/" + r.Schema.Name
+		key := r.Kind() + "/" + r.Namespace() + "/" + r.Name()
 		if prev, dup := first[key]; dup {
 			errs = append(errs, &Error{File: path, Line: r.Line, Resource: r.Ref(),
-				Err: fmt.Errorf("declared twice (first at line %d); resource names must be unique", prev.Line)})
+				Err: fmt.Errorf("declared twice (first at line %d); names must be unique per kind", prev.Line)})
 			continue
 		}
 		first[key] = r
-		f.Resources = append(f.Resources, r)
+		f.Documents = append(f.Documents, r)
+		if r.Migration != nil {
+			f.Migrations = append(f.Migrations, r)
+		} else {
+			f.Resources = append(f.Resources, r)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if len(f.Resources) == 0 {
-		return nil, &Error{File: path, Err: errors.New("no resources: expected at least one document of kind " + v1alpha1.KindPtahSchema)}
+	if len(f.Documents) == 0 {
+		return nil, &Error{File: path, Err: errors.New("no resources: expected at least one document of kind " + strings.Join(declarable, " or "))}
 	}
 	return f, nil
 }
@@ -124,8 +171,30 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
-// knownKinds are the kinds this binary reads, for the unknown-kind message.
-var knownKinds = []string{v1alpha1.KindPtahSchema}
+// declarable are the kinds a configuration file declares, in the order
+// messages list them.
+var declarable = []string{v1alpha1.KindPtahSchema, v1alpha1.KindPtahMigration}
+
+// document is what every declarable kind's type does.
+type document interface {
+	Default()
+	Validate() error
+}
+
+// newDocument returns an empty object of a declarable kind, and a Resource
+// holding it.
+func newDocument(kind, path string, root *yaml.Node) (document, *Resource) {
+	r := &Resource{File: path, Line: root.Line, node: root}
+	switch kind {
+	case v1alpha1.KindPtahSchema:
+		r.Schema = &v1alpha1.PtahSchema{}
+		return r.Schema, r
+	case v1alpha1.KindPtahMigration:
+		r.Migration = &v1alpha1.PtahMigration{}
+		return r.Migration, r
+	}
+	return nil, nil
+}
 
 func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	at := func(line int, resource string, err error) []error {
@@ -136,11 +205,15 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	}
 	kind, kindLine, _ := mappingValue(root, "kind")
 	apiVersion, apiLine, _ := mappingValue(root, "apiVersion")
+	known := strings.Join(declarable, ", ")
+	obj, r := newDocument(kind, path, root)
 	switch {
 	case kind == "":
-		return nil, at(root.Line, "", errors.New("kind is required (one of: "+strings.Join(knownKinds, ", ")+")"))
-	case kind != v1alpha1.KindPtahSchema:
-		return nil, at(kindLine, "", fmt.Errorf("unknown kind %q; known kinds: %s", kind, strings.Join(knownKinds, ", ")))
+		return nil, at(root.Line, "", errors.New("kind is required (one of: "+known+")"))
+	case obj == nil && slices.Contains(v1alpha1.Kinds, kind):
+		return nil, at(kindLine, "", fmt.Errorf("kind %q is written by ptah, not declared in a configuration file; declare one of: %s", kind, known))
+	case obj == nil:
+		return nil, at(kindLine, "", fmt.Errorf("unknown kind %q; known kinds: %s", kind, known))
 	case apiVersion != v1alpha1.APIVersion:
 		if apiLine == 0 {
 			apiLine = root.Line
@@ -154,15 +227,14 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	label := ref(kind, "", name)
 
 	var errs []error
-	for _, p := range checkFields(root, reflect.TypeFor[v1alpha1.PtahSchema](), "") {
+	for _, p := range checkFields(root, reflect.TypeOf(obj), "") {
 		errs = append(errs, &Error{File: path, Line: p.line, Resource: label, Err: errors.New(p.msg)})
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 
-	s := &v1alpha1.PtahSchema{}
-	if err := decodeInto(root, s); err != nil {
+	if err := decodeInto(root, obj); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return nil, at(lineOf(root, te.Field), label, fmt.Errorf("%s: a %s where a %s is expected%s",
@@ -170,9 +242,8 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 		}
 		return nil, at(root.Line, label, err)
 	}
-	s.Default()
-	r := &Resource{Schema: s, File: path, Line: root.Line, node: root}
-	if err := s.Validate(); err != nil {
+	obj.Default()
+	if err := obj.Validate(); err != nil {
 		var fes v1alpha1.FieldErrors
 		if !errors.As(err, &fes) {
 			return nil, at(root.Line, label, err)
@@ -218,6 +289,7 @@ var forms = map[string]string{
 	"spec.policy.lockTimeout": `a duration such as "5s" or "1m30s"`,
 	"spec.target.url":         "a PostgreSQL URL (better: urlFrom)",
 	"spec.source.path":        "a directory, relative to this file",
+	"spec.source.layout":      "one of native, golang-migrate, flyway; leave it out to detect",
 	"spec.schemas":            "a list of schema names, such as [public]",
 }
 

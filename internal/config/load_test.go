@@ -52,7 +52,7 @@ func TestParseMultipleDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.names(); !reflect.DeepEqual(got, []string{"app", "billing"}) {
+	if got := nameList(f.Resources); !reflect.DeepEqual(got, []string{"app", "billing"}) {
 		t.Fatalf("names = %v", got)
 	}
 	if f.Resources[1].Line != 14 {

@@ -6,24 +6,53 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// Select returns the resources named by names, in the order given, or every
-// resource when names is empty. A name is metadata.name, or namespace/name
-// when namespaces are used.
+// Select returns the PtahSchema resources named by names, in the order
+// given, or every one when names is empty. A name is metadata.name, or
+// namespace/name when namespaces are used, optionally prefixed by the kind
+// (PtahSchema/app). It never returns a PtahMigration: its callers work on
+// schemas (see SelectAll and SelectMigrations).
 func (f *File) Select(names []string) ([]*Resource, error) {
+	if len(f.Resources) == 0 {
+		return nil, &Error{File: f.Path, Err: fmt.Errorf("declares no %s; this command works on %s resources only",
+			v1alpha1.KindPtahSchema, v1alpha1.KindPtahSchema)}
+	}
+	return f.selectFrom(f.Resources, names)
+}
+
+// SelectMigrations is Select for the PtahMigration resources.
+func (f *File) SelectMigrations(names []string) ([]*Resource, error) {
+	if len(f.Migrations) == 0 {
+		return nil, &Error{File: f.Path, Err: fmt.Errorf("declares no %s; this command works on %s resources only",
+			v1alpha1.KindPtahMigration, v1alpha1.KindPtahMigration)}
+	}
+	return f.selectFrom(f.Migrations, names)
+}
+
+// SelectAll is Select over the resources of every kind: every resource in
+// document order when names is empty. Names are unique per kind only, so a
+// bare name selects the resources of every kind that have it; prefix it
+// with the kind to pick one (PtahMigration/app, PtahMigration/team/app).
+func (f *File) SelectAll(names []string) ([]*Resource, error) {
+	return f.selectFrom(f.Documents, names)
+}
+
+func (f *File) selectFrom(from []*Resource, names []string) ([]*Resource, error) {
 	if len(names) == 0 {
-		return f.Resources, nil
+		return from, nil
 	}
 	var out []*Resource
 	picked := map[*Resource]bool{}
 	for _, name := range names {
 		found := false
-		for _, r := range f.Resources {
-			s := r.Schema
-			if name == s.Name || (s.Namespace != "" && name == s.Namespace+"/"+s.Name) {
+		for _, r := range from {
+			if r.matches(name) {
 				found = true
 				if !picked[r] {
 					picked[r] = true
@@ -32,22 +61,48 @@ func (f *File) Select(names []string) ([]*Resource, error) {
 			}
 		}
 		if !found {
-			return nil, &Error{File: f.Path, Err: fmt.Errorf("no resource named %q; available: %s", name, strings.Join(f.names(), ", "))}
+			return nil, &Error{File: f.Path, Err: fmt.Errorf("no resource named %q; available: %s%s",
+				name, strings.Join(nameList(from), ", "), f.otherKind(from, name))}
 		}
 	}
 	return out, nil
 }
 
-func (f *File) names() []string {
-	var names []string
-	for _, r := range f.Resources {
-		n := r.Schema.Name
-		if r.Schema.Namespace != "" {
-			n = r.Schema.Namespace + "/" + n
+// otherKind explains a name that resources outside from have.
+func (f *File) otherKind(from []*Resource, name string) string {
+	for _, r := range f.Documents {
+		if !slices.Contains(from, r) && r.matches(name) {
+			return fmt.Sprintf(" (%s is a %s, which this command does not work on)", name, r.Kind())
 		}
-		names = append(names, n)
 	}
-	return names
+	return ""
+}
+
+// matches reports whether name selects r: its name or namespace/name,
+// optionally prefixed by its kind and a slash. A kind is never mistaken for
+// a namespace: namespaces are lowercase.
+func (r *Resource) matches(name string) bool {
+	if kind, rest, ok := strings.Cut(name, "/"); ok && slices.Contains(declarable, kind) {
+		if kind != r.Kind() {
+			return false
+		}
+		name = rest
+	}
+	return name == r.Name() || (r.Namespace() != "" && name == r.Namespace()+"/"+r.Name())
+}
+
+func nameList(rs []*Resource) []string {
+	var out []string
+	for _, r := range rs {
+		n := r.Name()
+		if r.Namespace() != "" {
+			n = r.Namespace() + "/" + n
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // relative resolves p against the directory of the configuration file, so a
@@ -59,8 +114,16 @@ func (r *Resource) relative(p string) string {
 	return filepath.Join(filepath.Dir(r.File), p)
 }
 
-// SourceDir is spec.source.path resolved against the configuration file.
-func (r *Resource) SourceDir() string { return r.relative(r.Schema.Spec.Source.Path) }
+// SourceDir is spec.source.path resolved against the configuration file,
+// for either kind. For a PtahMigration it is the directory of versioned
+// files, which config does not read: the migration source does, knowing
+// their layouts.
+func (r *Resource) SourceDir() string {
+	if r.Migration != nil {
+		return r.relative(r.Migration.Spec.Source.Path)
+	}
+	return r.relative(r.Schema.Spec.Source.Path)
+}
 
 // SQLFile is one declared file, in load order.
 type SQLFile struct {
@@ -71,7 +134,14 @@ type SQLFile struct {
 // SQLFiles reads the declared *.sql files of the source directory in lexical
 // order. Subdirectories are not read, nor dot-files (editor lock and backup
 // files), so what loads is exactly what `ls dir/*.sql` shows.
+//
+// It reads a PtahSchema's files only: a PtahMigration's directory is a
+// versioned sequence, read by the migration source.
 func (r *Resource) SQLFiles() ([]SQLFile, error) {
+	if r.Schema == nil {
+		return nil, fmt.Errorf("%s: SQLFiles reads the files of a %s; a %s's are read as a versioned sequence",
+			r.Ref(), v1alpha1.KindPtahSchema, r.Kind())
+	}
 	dir := r.SourceDir()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -115,7 +185,7 @@ func (r *Resource) SQLFiles() ([]SQLFile, error) {
 // comes with a warning for the caller to show: it puts credentials in the
 // file. Errors name where the URL was looked for, never the URL.
 func (r *Resource) ResolveURL(getenv func(string) string, check func(string) error) (url, warning string, err error) {
-	t := r.Schema.Spec.Target
+	t := r.Target()
 	field, where := "spec.target.url", "spec.target.url"
 	switch {
 	case t.URLFrom != nil && t.URLFrom.Env != "":
