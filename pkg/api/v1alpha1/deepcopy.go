@@ -42,14 +42,20 @@ func (t *Target) DeepCopyInto(out *Target) {
 // DeepCopyInto copies s into out, sharing no memory.
 func (s *PtahSchemaStatus) DeepCopyInto(out *PtahSchemaStatus) {
 	*out = *s
-	out.Conditions = cloneSlice(s.Conditions)
-	out.ExecutionBinding = clonePtr(s.ExecutionBinding)
-	out.Plan = clonePtr(s.Plan)
+	s.RunState.DeepCopyInto(&out.RunState)
 	if s.Applied != nil {
 		out.Applied = new(AppliedPlan)
 		s.Applied.DeepCopyInto(out.Applied)
 	}
 	out.PendingObservation = clonePtr(s.PendingObservation)
+}
+
+// DeepCopyInto copies s into out, sharing no memory.
+func (s *RunState) DeepCopyInto(out *RunState) {
+	*out = *s
+	out.Conditions = cloneSlice(s.Conditions)
+	out.ExecutionBinding = clonePtr(s.ExecutionBinding)
+	out.Plan = clonePtr(s.Plan)
 	if s.ActiveOperation != nil {
 		out.ActiveOperation = new(Operation)
 		s.ActiveOperation.DeepCopyInto(out.ActiveOperation)
@@ -145,14 +151,8 @@ func (m *PtahMigration) DeepCopy() *PtahMigration {
 // DeepCopyInto copies s into out, sharing no memory.
 func (s *PtahMigrationStatus) DeepCopyInto(out *PtahMigrationStatus) {
 	*out = *s
-	out.Conditions = cloneSlice(s.Conditions)
-	out.ExecutionBinding = clonePtr(s.ExecutionBinding)
+	s.RunState.DeepCopyInto(&out.RunState)
 	out.History = clonePtr(s.History)
-	out.Plan = clonePtr(s.Plan)
-	if s.ActiveOperation != nil {
-		out.ActiveOperation = new(Operation)
-		s.ActiveOperation.DeepCopyInto(out.ActiveOperation)
-	}
 	if s.LastRun != nil {
 		out.LastRun = new(AppliedPlan)
 		s.LastRun.DeepCopyInto(out.LastRun)
@@ -162,7 +162,6 @@ func (s *PtahMigrationStatus) DeepCopyInto(out *PtahMigrationStatus) {
 		s.UnresolvedRun.DeepCopyInto(out.UnresolvedRun)
 	}
 	out.ResolvedRun = clonePtr(s.ResolvedRun)
-	out.OwedRelease = clonePtr(s.OwedRelease)
 }
 
 // DeepCopy returns a copy of s sharing no memory.

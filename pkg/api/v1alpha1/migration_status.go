@@ -31,19 +31,9 @@ const (
 // PtahMigrationStatus is the observed state of a PtahMigration, and the
 // durable record of the work under way on it.
 type PtahMigrationStatus struct {
-	Phase              Phase       `json:"phase,omitempty"`
-	Reason             string      `json:"reason,omitempty"`
-	Message            string      `json:"message,omitempty"`
-	Conditions         []Condition `json:"conditions,omitempty"`
-	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
-	// ExecutionBinding is the ptah that last wrote this status.
-	ExecutionBinding *ExecutionBinding `json:"executionBinding,omitempty"`
+	RunState `json:",inline"`
 	// History summarizes the last reading of the history table.
 	History *HistorySummary `json:"history,omitempty"`
-	// Plan is the current plan, if any.
-	Plan *PlanReference `json:"plan,omitempty"`
-	// ActiveOperation is the claim: recorded before any dispatch.
-	ActiveOperation *Operation `json:"activeOperation,omitempty"`
 	// LastRun is the last run that finished with a known outcome.
 	LastRun *AppliedPlan `json:"lastRun,omitempty"`
 	// UnresolvedRun: a dispatched run whose outcome no reading can settle.
@@ -52,9 +42,6 @@ type PtahMigrationStatus struct {
 	UnresolvedRun *UnresolvedRun `json:"unresolvedRun,omitempty"`
 	// ResolvedRun is the last unresolved run a person settled.
 	ResolvedRun *ResolvedRun `json:"resolvedRun,omitempty"`
-	// OwedRelease is a lease release owed once the run can no longer
-	// write; a later pass completes it before anything else.
-	OwedRelease *LeaseRelease `json:"owedRelease,omitempty"`
 }
 
 // HistorySummary is what a reading of the history table found.

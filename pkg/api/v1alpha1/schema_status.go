@@ -61,8 +61,10 @@ type RunState struct {
 	Plan *PlanReference `json:"plan,omitempty"`
 	// ActiveOperation is the claim: recorded before any dispatch.
 	ActiveOperation *Operation `json:"activeOperation,omitempty"`
-	// OwedRelease is a lease release recorded in the same write that cleared
-	// the claim; a later pass completes it before anything else.
+	// OwedRelease is a lease release owed by a claim that ended, recorded
+	// only once its run can no longer write (a schema's in the same write
+	// that cleared the claim); a later pass completes it before anything
+	// else.
 	OwedRelease *LeaseRelease `json:"owedRelease,omitempty"`
 }
 
