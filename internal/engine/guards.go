@@ -128,15 +128,39 @@ func (p Plan) Ref() api.PlanReference {
 // authorizes nothing.
 func FindApproval(plan Plan, approvals []Approval) *Approval {
 	for i, a := range approvals {
-		if a.Status.Stale {
-			continue
-		}
-		if a.Spec.Plan.Name == plan.Name && a.Spec.Plan.UID == plan.UID &&
-			a.Spec.PlanFingerprint == plan.Spec.Fingerprint && a.Spec.Bindings == plan.Spec.Bindings {
+		if a.terms().authorizes(plan.Name, plan.UID, plan.Spec.Fingerprint, plan.Spec.Bindings) {
 			return &approvals[i]
 		}
 	}
 	return nil
+}
+
+func (a Approval) terms() decisionTerms {
+	return decisionTerms{Plan: a.Spec.Plan, PlanFingerprint: a.Spec.PlanFingerprint, Bindings: a.Spec.Bindings, Spent: a.Status.Spent()}
+}
+
+// decisionTerms is what binds a person's approval to one plan, in either
+// family: the plan's name and UID (a plan republished under the same name
+// is another object), its fingerprint, and every binding (for a migration,
+// the history fingerprint its versions were selected against too).
+type decisionTerms struct {
+	Plan            api.ObjectReference
+	PlanFingerprint string
+	Bindings        api.Bindings
+	// Spent: stale, or consumed by the run it authorized.
+	Spent bool
+}
+
+// authorizes reports whether the decision authorizes the plan of that
+// name, UID, fingerprint and bindings.
+func (t decisionTerms) authorizes(name, uid, fingerprint string, b api.Bindings) bool {
+	return !t.Spent && t.Plan.Name == name && t.Plan.UID == uid && t.PlanFingerprint == fingerprint && t.Bindings == b
+}
+
+// staleFor reports whether a decision that still looks live names a plan
+// other than current (nil: there is none).
+func (t decisionTerms) staleFor(current *api.PlanReference) bool {
+	return !t.Spent && (current == nil || t.Plan.UID != current.UID || t.PlanFingerprint != current.Fingerprint)
 }
 
 // StaleApprovals returns the approvals that still look live but name a plan
@@ -145,10 +169,7 @@ func FindApproval(plan Plan, approvals []Approval) *Approval {
 func StaleApprovals(current *api.PlanReference, approvals []Approval) []Approval {
 	var stale []Approval
 	for _, a := range approvals {
-		if a.Status.Stale {
-			continue
-		}
-		if current == nil || a.Spec.Plan.UID != current.UID || a.Spec.PlanFingerprint != current.Fingerprint {
+		if a.terms().staleFor(current) {
 			stale = append(stale, a)
 		}
 	}
@@ -226,20 +247,46 @@ func Runnable(policy api.Policy, plan Plan) string {
 
 // Authorize applies spec.policy to a current plan.
 func Authorize(policy api.Policy, plan Plan, approvals []Approval) Verdict {
-	if policy.Apply == api.ApplyNever {
-		return Verdict{Phase: api.PhasePlanned, Reason: api.ReasonPlanned,
-			Message: fmt.Sprintf("plan %s is published; policy.apply is Never, so ptah does not apply it", plan.Name)}
+	v := authorize(policy.Apply, plan.Spec.Destructive, policy.AllowDestructive, plan.Ref(), func() (int, bool) {
+		for i, a := range approvals {
+			if a.terms().authorizes(plan.Name, plan.UID, plan.Spec.Fingerprint, plan.Spec.Bindings) {
+				return i, true
+			}
+		}
+		return 0, false
+	})
+	if v.approval >= 0 {
+		v.Approval = &approvals[v.approval]
 	}
-	if plan.Spec.Destructive && !policy.AllowDestructive {
-		return Verdict{Phase: api.PhaseBlocked, Reason: api.ReasonDestructiveNotAllowed,
-			Message: fmt.Sprintf("plan %s deletes data and policy.allowDestructive is false; review it, then set allowDestructive to apply it", plan.Name)}
+	return v.Verdict
+}
+
+// familyVerdict is a Verdict with the index of the approval that
+// authorized (-1 for none), whatever the family's approval type.
+type familyVerdict struct {
+	Verdict
+	approval int
+}
+
+// authorize is the policy of either family: Never publishes only;
+// a destructive plan needs allowDestructive; Always runs what deletes no
+// data; otherwise (OnApproval) an approval of exactly this plan (find)
+// authorizes it.
+func authorize(apply api.ApplyPolicy, destructive, allowDestructive bool, plan api.PlanReference, find func() (int, bool)) familyVerdict {
+	if apply == api.ApplyNever {
+		return familyVerdict{Verdict{Phase: api.PhasePlanned, Reason: api.ReasonPlanned,
+			Message: fmt.Sprintf("plan %s is published; policy.apply is Never, so ptah does not apply it", plan.Name)}, -1}
 	}
-	if policy.Apply == api.ApplyAlways && !plan.Spec.Destructive {
-		return Verdict{Authorized: true, Phase: api.PhaseApplying, Reason: api.ReasonApplying}
+	if destructive && !allowDestructive {
+		return familyVerdict{Verdict{Phase: api.PhaseBlocked, Reason: api.ReasonDestructiveNotAllowed,
+			Message: fmt.Sprintf("plan %s deletes data and policy.allowDestructive is false; review it, then set allowDestructive to apply it", plan.Name)}, -1}
 	}
-	if a := FindApproval(plan, approvals); a != nil {
-		return Verdict{Authorized: true, Approval: a, Phase: api.PhaseApplying, Reason: api.ReasonApplying}
+	if apply == api.ApplyAlways && !destructive {
+		return familyVerdict{Verdict{Authorized: true, Phase: api.PhaseApplying, Reason: api.ReasonApplying}, -1}
 	}
-	return Verdict{Phase: api.PhaseAwaitingApproval, Reason: api.ReasonAwaitingApproval,
-		Message: fmt.Sprintf("plan %s (uid %s) awaits approval: ptah approve %s --fingerprint %s", plan.Name, plan.UID, plan.UID, plan.Spec.Fingerprint)}
+	if i, ok := find(); ok {
+		return familyVerdict{Verdict{Authorized: true, Phase: api.PhaseApplying, Reason: api.ReasonApplying}, i}
+	}
+	return familyVerdict{Verdict{Phase: api.PhaseAwaitingApproval, Reason: api.ReasonAwaitingApproval,
+		Message: fmt.Sprintf("plan %s (uid %s) awaits approval: ptah approve %s --fingerprint %s", plan.Name, plan.UID, plan.UID, plan.Fingerprint)}, -1}
 }

@@ -91,7 +91,7 @@ func SchemaPass(in SchemaPassInput) Decision {
 		d.Status = in.Status
 		return d
 	}
-	d.Status.Conditions = SetReady(d.Status.Conditions, d.Status, in.Generation, in.Now)
+	d.Status.Conditions = SetReady(d.Status.Conditions, d.Status.RunState, in.Generation, in.Now)
 	return d
 }
 
@@ -157,9 +157,13 @@ func authorizedMessage(ref *api.ObjectReference, approvals []Approval) string {
 }
 
 func approvedMessage(a Approval) string {
-	msg := fmt.Sprintf("approved by %s at %s", a.Spec.Approver, a.Spec.ApprovedAt.UTC().Format(time.RFC3339))
-	if a.Spec.Reason != "" {
-		msg += " (" + a.Spec.Reason + ")"
+	return approvedBy(a.Spec.Approver, a.Spec.ApprovedAt, a.Spec.Reason)
+}
+
+func approvedBy(approver string, at time.Time, reason string) string {
+	msg := fmt.Sprintf("approved by %s at %s", approver, at.UTC().Format(time.RFC3339))
+	if reason != "" {
+		msg += " (" + reason + ")"
 	}
 	return msg + "; ptah apply runs it"
 }
@@ -174,7 +178,7 @@ func Approved(st api.PtahSchemaStatus, a Approval, generation int64, now time.Ti
 		return st
 	}
 	st = withPhase(st, api.PhaseApproved, api.ReasonApproved, approvedMessage(a))
-	st.Conditions = SetReady(st.Conditions, st, generation, now)
+	st.Conditions = SetReady(st.Conditions, st.RunState, generation, now)
 	return st
 }
 
@@ -194,7 +198,7 @@ const ConditionReady = "Ready"
 
 // SetReady returns conditions with the Ready condition brought up to date
 // with st. Its transition time moves only when its status flips.
-func SetReady(conditions []api.Condition, st api.PtahSchemaStatus, generation int64, now time.Time) []api.Condition {
+func SetReady(conditions []api.Condition, st api.RunState, generation int64, now time.Time) []api.Condition {
 	c := api.Condition{Type: ConditionReady, Status: "False", Reason: st.Reason, Message: st.Message,
 		ObservedGeneration: generation, LastTransitionTime: now}
 	if st.Phase == api.PhaseInSync {

@@ -344,21 +344,21 @@ func TestReadyConditionFollowsThePhase(t *testing.T) {
 	t1 := t0.Add(time.Minute)
 	var st api.PtahSchemaStatus
 	st.Phase, st.Reason, st.Message = api.PhaseAwaitingApproval, api.ReasonAwaitingApproval, "plan p awaits approval"
-	cs := SetReady(nil, st, 3, t0)
+	cs := SetReady(nil, st.RunState, 3, t0)
 	if len(cs) != 1 || cs[0].Type != ConditionReady || cs[0].Status != "False" || cs[0].Reason != api.ReasonAwaitingApproval ||
 		cs[0].ObservedGeneration != 3 || !cs[0].LastTransitionTime.Equal(t0) {
 		t.Fatalf("awaiting approval: %+v", cs)
 	}
 	// Still not ready, for another reason: the transition time stays.
 	st.Phase, st.Reason = api.PhaseBlocked, api.ReasonRealmConflict
-	cs = SetReady(cs, st, 3, t1)
+	cs = SetReady(cs, st.RunState, 3, t1)
 	if len(cs) != 1 || cs[0].Reason != api.ReasonRealmConflict || !cs[0].LastTransitionTime.Equal(t0) {
 		t.Fatalf("blocked: %+v", cs)
 	}
 	// Ready: the status flips, and so does the time; other conditions stay.
 	cs = append(cs, api.Condition{Type: "Other", Status: "True"})
 	st.Phase, st.Reason = api.PhaseInSync, api.ReasonInSync
-	cs = SetReady(cs, st, 4, t1)
+	cs = SetReady(cs, st.RunState, 4, t1)
 	if len(cs) != 2 || cs[0].Status != "True" || !cs[0].LastTransitionTime.Equal(t1) || cs[0].ObservedGeneration != 4 || cs[1].Type != "Other" {
 		t.Fatalf("in sync: %+v", cs)
 	}
