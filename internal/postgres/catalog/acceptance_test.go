@@ -594,7 +594,9 @@ func suiteServer(t *testing.T) *server {
 			WHERE name = 'default_toast_compression'`).Scan(&theServer.lz4); serverErr != nil {
 			return
 		}
-		theServer.pgDump = findPgDump(theServer.major)
+		if os.Getenv("PTAH_TEST_PG_DUMP") != "off" {
+			theServer.pgDump = findPgDump(theServer.major)
+		}
 	})
 	if serverErr != nil {
 		t.Fatalf("asking the server its version: %v", serverErr)
