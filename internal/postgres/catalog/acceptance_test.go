@@ -46,6 +46,9 @@ package catalog_test
 //	go test ./internal/postgres/catalog/ -run 'Acceptance' -parallel 8
 //	go test ./internal/postgres/catalog/ -run 'TestAcceptance/enum_' -v
 //	PTAH_TEST_PG_BINDIR=$PWD/.cache/pg/18/bin go test ./internal/postgres/catalog/ -run 'Acceptance' -parallel 8
+//
+// PTAH_TEST_PG_DUMP=off leaves pg_dump out of the comparison even where
+// one reads the server (make test-versions does, for time).
 
 import (
 	"context"
