@@ -36,6 +36,10 @@ type noTxOutcome struct {
 // refused.
 func (w *Writer) runNoTx(ctx context.Context, p phaseRun, progress ProgressFunc) (out noTxOutcome, err error) {
 	total := len(p.plan.Statements)
+	// Before the failure is journaled (a statement timeout left armed
+	// could stop that write), and so that nothing of the phase's session
+	// settings outlives it.
+	defer w.resetSession(ctx, p.plan)
 	for i := p.from; i < p.to; i++ {
 		step := p.step(i)
 		if err := w.startNoTx(ctx, p, i, p.first() && i == p.from); err != nil {
@@ -110,25 +114,24 @@ func (w *Writer) startNoTx(ctx context.Context, p phaseRun, i int, checkHistory 
 }
 
 // sendNoTx runs statement i (0-based) of the plan outside a transaction
-// block, under the plan's preamble and the deadline, both set for the
-// session just before it and reset right after it (see resetSession).
+// block, under the plan's preamble, set for the session before the
+// phase's first statement (so that a SET the phase runs itself holds for
+// the statements after it, as in psql) and reset after its last (see
+// resetSession), and under the deadline, armed for this statement alone
+// (reset by completeNoTx, or resetSession after a failure).
 func (w *Writer) sendNoTx(ctx context.Context, p phaseRun, i int) error {
 	class, total, s := failureClass(i), len(p.plan.Statements), p.plan.Statements[i]
-	if err := w.setSession(ctx, p.plan); err != nil {
-		w.resetAfterFailure(ctx, p.plan)
+	if err := w.armNoTx(ctx, p.plan, i == p.from); err != nil {
 		return fmt.Errorf("%w: before statement %d/%d: %w", class, i+1, total, err)
 	}
 	_, err := w.conn.Exec(ctx, s.SQL)
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
-	}
-	if pgconn.SafeToRetry(err) {
+	case pgconn.SafeToRetry(err):
 		// The driver sent nothing (the context was done already).
-		w.resetAfterFailure(ctx, p.plan)
 		return fmt.Errorf("%w: statement %d/%d was not sent: %w", class, i+1, total, err)
-	}
-	if statementAnswered(w.conn, err) {
-		w.resetAfterFailure(ctx, p.plan)
+	case statementAnswered(w.conn, err):
 		return &StatementError{Step: i + 1, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL,
 			Committed: i, NoTransaction: true, Err: w.deadlineStruck(ctx, err)}
 	}
@@ -156,7 +159,8 @@ func statementAnswered(conn *pgx.Conn, err error) bool {
 // completion may or may not be on record), and ErrPartiallyApplied
 // otherwise: the statement committed, its completion did not.
 func (w *Writer) completeNoTx(ctx context.Context, p phaseRun, i int) (err error) {
-	if err := w.resetSession(ctx, p.plan); err != nil {
+	// The journal writes carry no statement timeout (see armDeadline).
+	if _, err := w.conn.Exec(ctx, "RESET statement_timeout"); err != nil {
 		return fmt.Errorf("%w: %w", ErrPartiallyApplied, err)
 	}
 	tx, err := w.conn.Begin(ctx)
@@ -186,22 +190,31 @@ func (w *Writer) completeNoTx(ctx context.Context, p phaseRun, i int) (err error
 	return commitError(tx.Commit(ctx), ErrPartiallyApplied)
 }
 
-// setSession applies the plan's preamble to the session, and arms the
-// deadline for the next statement (armStatementDeadline): a statement
-// outside a transaction block has no transaction to scope them to.
-func (w *Writer) setSession(ctx context.Context, plan *Plan) error {
-	for _, set := range plan.Preamble() {
-		if _, err := w.conn.Exec(ctx, set); err != nil {
-			return fmt.Errorf("applying %q: %w", set, err)
+// armNoTx applies the plan's preamble to the session (first: before the
+// phase's first statement), and arms the deadline for the next statement
+// (armStatementDeadline): a statement outside a transaction block has no
+// transaction to scope them to.
+func (w *Writer) armNoTx(ctx context.Context, plan *Plan, first bool) error {
+	if first {
+		for _, set := range plan.Preamble() {
+			if _, err := w.conn.Exec(ctx, set); err != nil {
+				return fmt.Errorf("applying %q: %w", set, err)
+			}
 		}
 	}
 	return armStatementDeadline(ctx, w.conn, w.deadline)
 }
 
-// resetSession undoes setSession, so that neither the preamble nor the
-// statement timeout leaks into the journal writes after the statement (or
-// into whatever the session runs next).
-func (w *Writer) resetSession(ctx context.Context, plan *Plan) error {
+// resetSession undoes armNoTx, the preamble and the statement timeout, so
+// that neither leaks into the journal writes after a failure or into
+// whatever the session runs next. The session may be gone; then so are
+// its settings. It is bounded, and runs even when ctx is done.
+func (w *Writer) resetSession(ctx context.Context, plan *Plan) {
+	if w.conn.IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	resets := []string{"RESET statement_timeout"}
 	for _, set := range plan.Preamble() {
 		// "SET name = value"
@@ -209,21 +222,6 @@ func (w *Writer) resetSession(ctx context.Context, plan *Plan) error {
 			resets = append(resets, "RESET "+f[1])
 		}
 	}
-	if _, err := w.conn.Exec(ctx, strings.Join(resets, "; ")); err != nil {
-		return fmt.Errorf("resetting the session after a statement run without a transaction: %w", err)
-	}
-	return nil
-}
-
-// resetAfterFailure resets the session after a statement that did not
-// run, or failed, before its failure is journaled: a statement timeout
-// left armed could stop that journal write. The session may be gone; then
-// so are its settings.
-func (w *Writer) resetAfterFailure(ctx context.Context, plan *Plan) {
-	if w.conn.IsClosed() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	_ = w.resetSession(ctx, plan)
+	// A session that cannot run this is unusable; what follows says so.
+	_, _ = w.conn.Exec(ctx, strings.Join(resets, "; "))
 }

@@ -247,8 +247,9 @@ func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) 
 // armStatementDeadline arms the deadline for the next statement only, run
 // outside a transaction block (a statement of a no-transaction phase): a
 // statement_timeout at session level, the time left, which the caller
-// resets as soon as the statement has returned (see
-// Writer.resetSession), so that the journal writes after it carry none.
+// resets as soon as the statement has returned (see Writer.completeNoTx
+// and Writer.resetSession), so that the journal writes after it carry
+// none.
 func armStatementDeadline(ctx context.Context, conn *pgx.Conn, deadline time.Time) error {
 	return arm(ctx, conn, deadline, `set_config('statement_timeout', t.arm::text, false)`)
 }

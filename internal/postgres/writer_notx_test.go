@@ -443,3 +443,33 @@ func runCrashChild(t *testing.T, ctx context.Context, url, name, point string) {
 		t.Fatalf("child: %v, want exit status %d at failpoint %s\n%s", err, failpoint.ExitCode, point, out)
 	}
 }
+
+// TestExecuteNoTransactionPhaseSettingsLastThePhase: a SET a
+// no-transaction phase runs itself (a migration file's) holds for its
+// statements after it, as it would in psql, over the plan's preamble; and
+// nothing of either outlives the phase.
+func TestExecuteNoTransactionPhaseSettingsLastThePhase(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := withPhases(planOf(
+		"SET lock_timeout = '1234ms'",
+		"CREATE TABLE public.a AS SELECT current_setting('lock_timeout') AS lock_timeout",
+		"CREATE TABLE public.b AS SELECT current_setting('lock_timeout') AS lock_timeout",
+	), -2, -1)
+	if err := w.Execute(ctx, "plan-1", plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	var a, b string
+	if err := observer.QueryRow(ctx, "SELECT (SELECT lock_timeout FROM public.a), (SELECT lock_timeout FROM public.b)").Scan(&a, &b); err != nil {
+		t.Fatal(err)
+	}
+	if a != "1234ms" || b != "5s" {
+		t.Errorf("lock_timeout: %s in the phase that set it, %s in the next; want 1234ms, then the preamble's 5s", a, b)
+	}
+	if got := sessionSettings(t, w); got != "0 0 on" {
+		t.Errorf("after Execute the session has %s", got)
+	}
+}
