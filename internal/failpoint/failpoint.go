@@ -22,14 +22,21 @@ const EnvVar = "PTAH_FAILPOINT"
 // ptah's own exit codes and from a signal's.
 const ExitCode = 86
 
-// The points. The executor hits MidPlan; the runner hits the others.
+// The points the executor hits (the runner names its own). A process
+// stops at the first point it reaches.
 const (
-	// MidPlan: the first statement of a plan ran in its transaction, the
-	// next (or the COMMIT) did not.
+	// MidPlan: the first statement of a transactional phase (the plan's
+	// first such phase, in practice) ran in its transaction, the next (or
+	// the COMMIT) did not.
 	MidPlan = "mid-plan"
 	// BetweenPhases: a phase of a plan of several committed, the next did
 	// not begin.
 	BetweenPhases = "between-phases"
+	// MidNoTxPhase: in a no-transaction phase, the first statement
+	// committed and its completion was journaled; the start of the second
+	// is journaled (committed), and the second was not sent. The journal
+	// shows the second in flight.
+	MidNoTxPhase = "mid-no-tx-phase"
 )
 
 // Hit stops the process if PTAH_FAILPOINT names this point.

@@ -30,17 +30,31 @@ var (
 	// visible.
 	ErrPlanFailed = errors.New("the plan failed and was rolled back")
 	// ErrOutcomeUnknown: the connection was lost while COMMIT was in
-	// flight, so the plan may or may not have committed. The run journal
-	// answers once the writer session is gone (see Run.Committed).
+	// flight, so the plan may or may not have committed; or while a
+	// statement of a no-transaction phase was in flight (or before its
+	// completion was journaled), so that statement may or may not have
+	// taken effect. The run journal answers what it can once the writer
+	// session is gone (see Run.Committed and Run.InFlight); a statement in
+	// flight is a question for a person or a fresh observation. Never
+	// retried.
 	ErrOutcomeUnknown = errors.New("the plan's outcome is unknown")
-	// ErrPartiallyApplied: the plan runs in several transactions (its
-	// phases, see Writer.Execute), and one or more of them committed
-	// before a later one failed and was rolled back. The database changed,
-	// to neither the state the plan was made from nor the one it aims at.
-	// It is deliberately neither ErrPlanFailed nor ErrOutcomeUnknown, and
-	// wraps neither: a caller must not take it for "nothing happened". A
-	// schema run settles it as an uncertain one, by a fresh observation
-	// (which plans only what is still missing); the journal records it as
-	// RunPartiallyApplied.
-	ErrPartiallyApplied = errors.New("the plan was partially applied: its first transactions committed, a later one failed and was rolled back")
+	// ErrPartiallyApplied: the plan runs in several phases (see
+	// Writer.Execute), and part of it committed before a later part
+	// failed: a later transaction, rolled back, or a statement of a
+	// no-transaction phase, after the statements before it committed one
+	// by one. The database changed, to neither the state the plan was
+	// made from nor the one it aims at. It is deliberately neither
+	// ErrPlanFailed nor ErrOutcomeUnknown, and wraps neither: a caller
+	// must not take it for "nothing happened". A schema run settles it as
+	// an uncertain one, by a fresh observation (which plans only what is
+	// still missing); the journal records it as RunPartiallyApplied.
+	ErrPartiallyApplied = errors.New("the plan was partially applied: part of it committed, then a later part failed")
+	// ErrHistoryMoved: the migration history the writer read, under the
+	// lease, just before the plan's first statement, is not the one the
+	// plan was selected against (Plan.History.Expect refused it). It comes
+	// with ErrNotStarted: nothing ran.
+	ErrHistoryMoved = errors.New("the migration history is not the one the plan was selected against")
+	// ErrHistoryExists: a version is already recorded in the resource's
+	// migration history; a version is recorded once.
+	ErrHistoryExists = errors.New("the version is already recorded in the migration history")
 )

@@ -73,18 +73,19 @@ func writerMayStillWrite(ctx context.Context, conn *pgx.Conn, operationID, coord
 // RuntimeRecord is the newest row (by contract version) of one of ptah's
 // runtime tables, for the stored-state fence.
 type RuntimeRecord struct {
-	Table           string // "leases" or "runs"
-	Key             string // its coordination digest or operation ID
+	Table           string // "leases", "runs" or "migration_history"
+	Key             string // its coordination digest, operation ID, or "resource version"
 	ContractVersion int
 }
 
-// NewestRuntimeRecords returns, for ptah.leases and ptah.runs, the row
-// written under the highest contract version (rows written before the
-// version was recorded count as contract 1). Missing tables (ptah never
-// wrote here) hold nothing.
+// NewestRuntimeRecords returns, for ptah.leases, ptah.runs and
+// ptah.migration_history, the row written under the highest contract
+// version (rows written before the version was recorded count as
+// contract 1). Missing tables (ptah never wrote here) hold nothing.
 func NewestRuntimeRecords(ctx context.Context, conn *pgx.Conn) ([]RuntimeRecord, error) {
 	var out []RuntimeRecord
-	for _, t := range []struct{ table, key string }{{"leases", "coordination_digest"}, {"runs", "operation_id"}} {
+	for _, t := range []struct{ table, key string }{{"leases", "coordination_digest"}, {"runs", "operation_id"},
+		{"migration_history", "resource || ' ' || version"}} {
 		var present bool
 		if err := conn.QueryRow(ctx, "SELECT to_regclass('ptah.'||$1) IS NOT NULL AND EXISTS (SELECT FROM pg_attribute "+
 			"WHERE attrelid = to_regclass('ptah.'||$1) AND attname = 'contract_version' AND NOT attisdropped)", t.table).Scan(&present); err != nil {

@@ -2,28 +2,52 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
 )
 
 // Phase is a run of consecutive statements of a plan that run in one
-// transaction and commit together. A plan is one or more phases, in
-// order; Writer.Execute commits each before it starts the next, so a plan
-// of several phases is not all-or-nothing: a failure rolls back its own
-// phase only.
+// transaction and commit together, or, when NoTransaction, one by one
+// outside any transaction, each committing on its own. A plan is one or
+// more phases, in order; Writer.Execute commits each before it starts the
+// next, so a plan of several phases is not all-or-nothing: a failure rolls
+// back its own transaction only (in a no-transaction phase, the failed
+// statement only).
 type Phase struct {
 	// Statements is how many statements of the plan the phase runs,
-	// following those of the phases before it.
+	// following those of the phases before it. Only a phase that records
+	// a history row may run none (an empty migration file, a baseline).
 	Statements int
 	// Locks is the planner's estimate of how many objects the phase's
 	// transaction holds locks on when it commits (see PlanPhases).
 	Locks int
 	// Reason says why the phase is a transaction of its own:
 	// PhaseEnumLabels, PhaseLockBudget, or "" for the plan's only
-	// transaction or its main one after an enum phase.
+	// transaction or its main one after an enum phase. A phase built by
+	// another planner (a migration file's) may say what it likes.
 	Reason string
+	// NoTransaction: the phase's statements run one at a time outside any
+	// transaction block (autocommit), for statements PostgreSQL refuses
+	// in one (CREATE INDEX CONCURRENTLY) and for migration files marked
+	// -- ptah:no-transaction. Each statement's start is journaled and
+	// committed before it is sent, and its completion right after it
+	// succeeded (see Writer.Execute). A phase of no statements runs as a
+	// transactional one.
+	NoTransaction bool
+	// History, when set, is the migration history row the phase records
+	// in Plan.History's resource when it completes: Version, Name,
+	// Checksum, How (HowRun when empty, or HowBaseline) and AppliedBy are
+	// read. A transactional phase inserts it in its own transaction, so
+	// the file and its row commit together; a no-transaction phase
+	// inserts it with the completion of its last statement.
+	History *HistoryRow
 }
+
+// outsideTx reports whether the phase's statements run outside a
+// transaction: a no-transaction phase that has some.
+func (ph Phase) outsideTx() bool { return ph.NoTransaction && ph.Statements > 0 }
 
 // Reasons for a phase.
 const (
@@ -158,16 +182,35 @@ func leadingEnumLabels(stmts []Statement) int {
 }
 
 // phases returns the plan's phases: its own, checked to cover its
-// statements exactly, or, when it has none (a plan built by hand), those
-// PlanPhases gives without a lock budget.
+// statements exactly and to record history rows it can record, or, when
+// it has none (a plan built by hand), those PlanPhases gives without a
+// lock budget.
 func (p *Plan) phases() ([]Phase, error) {
+	if p.History != nil && p.History.Resource == "" {
+		return nil, errors.New("the plan's history names no resource")
+	}
 	if len(p.Phases) == 0 {
 		return PlanPhases(p.Statements, 0), nil
 	}
 	total := 0
+	versions := map[string]int{}
 	for i, ph := range p.Phases {
-		if ph.Statements < 1 {
+		if ph.Statements < 0 || ph.Statements == 0 && ph.History == nil {
 			return nil, fmt.Errorf("phase %d of the plan runs %d statements", i+1, ph.Statements)
+		}
+		if h := ph.History; h != nil {
+			switch {
+			case p.History == nil:
+				return nil, fmt.Errorf("phase %d of the plan records version %s, and the plan names no history", i+1, h.Version)
+			case h.How != "" && h.How != HowRun && h.How != HowBaseline:
+				return nil, fmt.Errorf("phase %d of the plan records version %s as %q; a plan records %q or %q", i+1, h.Version, h.How, HowRun, HowBaseline)
+			case versions[h.Version] > 0:
+				return nil, fmt.Errorf("phases %d and %d of the plan both record version %s", versions[h.Version], i+1, h.Version)
+			}
+			if err := h.check(); err != nil {
+				return nil, fmt.Errorf("phase %d of the plan: %w", i+1, err)
+			}
+			versions[h.Version] = i + 1
 		}
 		total += ph.Statements
 	}

@@ -54,6 +54,24 @@ type Plan struct {
 	Destructive bool
 	// LockTimeout bounds how long each statement waits for a lock.
 	LockTimeout time.Duration
+	// History names the migration history the phases' history rows go
+	// to, and the one the plan expects to find; nil for a plan that
+	// records none (a schema plan).
+	History *PlanHistory
+}
+
+// PlanHistory is the migration history a plan records into and runs
+// against.
+type PlanHistory struct {
+	// Resource is whose history it is, e.g. "PtahMigration/default/app".
+	Resource string
+	// Expect, when set, is called by Writer.Execute with the resource's
+	// history as the writer reads it, under the lease, just before the
+	// plan's first statement (see Writer.Execute). An error refuses the
+	// run: nothing executes, and Execute returns ErrNotStarted and
+	// ErrHistoryMoved with it. It runs while the writer holds a
+	// transaction open: it must be quick and must not use the Writer.
+	Expect func([]HistoryRow) error
 }
 
 // Preamble returns the session settings every statement of the plan runs
@@ -76,10 +94,16 @@ func (p *Plan) Script() string {
 		return "-- ptah: no changes\n"
 	}
 	phases := p.Transactions()
+	// A plan with a phase run without a transaction counts phases, not
+	// transactions.
+	unit := "transaction"
+	if anyNoTransaction(phases) {
+		unit = "phase"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- ptah plan: %d statement(s)", len(p.Statements))
 	if len(phases) > 1 {
-		fmt.Fprintf(&b, " in %d transactions", len(phases))
+		fmt.Fprintf(&b, " in %d %ss", len(phases), unit)
 	}
 	if p.Destructive {
 		b.WriteString(", destructive")
@@ -93,14 +117,22 @@ func (p *Plan) Script() string {
 	}
 	next := 0
 	for k, ph := range phases {
-		if len(phases) > 1 {
-			fmt.Fprintf(&b, "\n-- transaction %d/%d: %s", k+1, len(phases), statementRange(next, ph.Statements))
+		if len(phases) > 1 || ph.outsideTx() {
+			fmt.Fprintf(&b, "\n-- %s %d/%d: %s", unit, k+1, len(phases), statementRange(next, ph.Statements))
+			if ph.outsideTx() {
+				b.WriteString(", without a transaction")
+			}
 			if ph.Reason != "" {
 				fmt.Fprintf(&b, " (%s)", ph.Reason)
 			}
+			if ph.History != nil {
+				fmt.Fprintf(&b, ", version %s", ph.History.Version)
+			}
 			b.WriteString("\n")
 		}
-		b.WriteString("BEGIN;\n")
+		if !ph.outsideTx() {
+			b.WriteString("BEGIN;\n")
+		}
 		for i := next; i < next+ph.Statements; i++ {
 			s := p.Statements[i]
 			fmt.Fprintf(&b, "\n-- %d/%d", i+1, len(p.Statements))
@@ -109,7 +141,9 @@ func (p *Plan) Script() string {
 			}
 			b.WriteString("\n" + s.SQL + ";\n")
 		}
-		b.WriteString("COMMIT;\n")
+		if !ph.outsideTx() {
+			b.WriteString("COMMIT;\n")
+		}
 		next += ph.Statements
 	}
 	return b.String()
@@ -120,12 +154,18 @@ func (p *Plan) Script() string {
 // of one transaction. The text output and the script both print it.
 func (p *Plan) TransactionsNote() []string {
 	phases := p.Transactions()
-	if len(phases) < 2 {
+	noTx := anyNoTransaction(phases)
+	if len(phases) < 2 && !noTx {
 		return nil
 	}
-	var lines []string
+	var lines, alone []string
 	next, locks, parts := 0, 0, 0
 	for _, ph := range phases {
+		if ph.outsideTx() {
+			alone = append(alone, statementRange(next, ph.Statements))
+			next += ph.Statements
+			continue
+		}
 		switch ph.Reason {
 		case PhaseEnumLabels:
 			what := "adds an enum label and commits first, on its own"
@@ -146,12 +186,36 @@ func (p *Plan) TransactionsNote() []string {
 			"The plan locks about %d objects; one transaction may hold %d on this server (half its lock table: max_locks_per_transaction %d x (max_connections %d + max_prepared_transactions %d)), so it commits in %d parts.",
 			locks, c.Budget(), c.MaxLocksPerTransaction, c.MaxConnections, c.MaxPreparedTransactions, parts))
 	}
-	return append(lines, "If a transaction fails, it rolls back, and those before it stay committed.")
+	if !noTx {
+		return append(lines, "If a transaction fails, it rolls back, and those before it stay committed.")
+	}
+	verb := "run"
+	if len(alone) == 1 && strings.HasPrefix(alone[0], "statement ") {
+		verb = "runs"
+	}
+	lines = append(lines, fmt.Sprintf("%s %s without a transaction, one at a time (PostgreSQL refuses some statements, such as CREATE INDEX CONCURRENTLY, in one): each commits on its own.",
+		capitalize(strings.Join(alone, ", ")), verb))
+	if len(phases) > 1 {
+		lines = append(lines, "If a transaction fails, it rolls back, and what committed before it stays committed.")
+	}
+	return append(lines, "If a statement run without a transaction fails, the statements before it stay committed; if it is cut short, it may or may not have taken effect.")
+}
+
+func anyNoTransaction(phases []Phase) bool {
+	for _, ph := range phases {
+		if ph.outsideTx() {
+			return true
+		}
+	}
+	return false
 }
 
 // statementRange names statements [from, from+n) of a plan, 1-based.
 func statementRange(from, n int) string {
-	if n == 1 {
+	switch n {
+	case 0:
+		return "no statements"
+	case 1:
 		return fmt.Sprintf("statement %d", from+1)
 	}
 	return fmt.Sprintf("statements %d-%d", from+1, from+n)

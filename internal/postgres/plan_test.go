@@ -94,3 +94,38 @@ func TestScriptRunsInItsTransactions(t *testing.T) {
 		t.Errorf("tables after the script: %s", got)
 	}
 }
+
+// TestScriptOfANoTransactionPhase: a phase run without a transaction is
+// not wrapped in BEGIN and COMMIT, and the note says what that means.
+func TestScriptOfANoTransactionPhase(t *testing.T) {
+	t.Parallel()
+	p := &Plan{LockTimeout: time.Second, Statements: []Statement{
+		{SQL: "CREATE TABLE public.a (id integer)"},
+		{SQL: "CREATE INDEX CONCURRENTLY a_id ON public.a (id)"},
+	},
+		Phases:  []Phase{{Statements: 1}, {Statements: 1, NoTransaction: true, History: &HistoryRow{Version: "2", Checksum: "sum2"}}},
+		History: &PlanHistory{Resource: "PtahMigration/default/app"},
+	}
+	want := `-- ptah plan: 2 statement(s) in 2 phases
+-- Statement 2 runs without a transaction, one at a time (PostgreSQL refuses some statements, such as CREATE INDEX CONCURRENTLY, in one): each commits on its own.
+-- If a transaction fails, it rolls back, and what committed before it stays committed.
+-- If a statement run without a transaction fails, the statements before it stay committed; if it is cut short, it may or may not have taken effect.
+SET lock_timeout = '1000ms';
+SET check_function_bodies = false;
+
+-- phase 1/2: statement 1
+BEGIN;
+
+-- 1/2
+CREATE TABLE public.a (id integer);
+COMMIT;
+
+-- phase 2/2: statement 2, without a transaction, version 2
+
+-- 2/2
+CREATE INDEX CONCURRENTLY a_id ON public.a (id);
+`
+	if got := p.Script(); got != want {
+		t.Errorf("Script:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -22,7 +22,15 @@ import (
 //     a succeeded run row means the plan committed. A failure is recorded
 //     after a rollback: failed (nothing committed), or partially-applied
 //     (earlier phases of the plan committed, see Writer.Execute). A step
-//     names its phase, and a run how many phases its plan has.
+//     names its phase, and a run how many phases its plan has. A step of a
+//     no-transaction phase is journaled in a transaction of its own,
+//     committed before its statement is sent, and marked committed after
+//     the statement succeeded (see Writer.Execute).
+//   - ptah.migration_history: the versions of each resource's migration
+//     sequence that were applied (run by a writer, marked applied by a
+//     person, or recorded as a baseline), one row per (resource, version).
+//     A run row commits in its file's own transaction when the file has
+//     one, and with the completion of its last statement when it has not.
 //   - ptah.target_instance: a minted identifier, only created when the role
 //     may not read the server's system identifier (see TargetIdentity).
 //
@@ -73,7 +81,9 @@ CREATE TABLE IF NOT EXISTS ptah.run_steps (
 	committed_at timestamptz,
 	PRIMARY KEY (operation_id, step)
 );
-ALTER TABLE ptah.run_steps ADD COLUMN IF NOT EXISTS phase integer;
+ALTER TABLE ptah.run_steps ADD COLUMN IF NOT EXISTS phase integer,
+	ADD COLUMN IF NOT EXISTS no_transaction boolean,
+	ADD COLUMN IF NOT EXISTS version text;
 COMMENT ON TABLE ptah.run_steps IS
 	'ptah run journal: each statement of a run as it started and committed';
 
@@ -81,6 +91,23 @@ COMMENT ON TABLE ptah.run_steps IS
 -- fence (rows from before it was recorded were written under contract 1).
 ALTER TABLE ptah.leases ADD COLUMN IF NOT EXISTS contract_version integer;
 ALTER TABLE ptah.runs ADD COLUMN IF NOT EXISTS contract_version integer;
+
+CREATE TABLE IF NOT EXISTS ptah.migration_history (
+	resource         text NOT NULL,
+	version          text NOT NULL,
+	name             text NOT NULL,
+	checksum         text NOT NULL,
+	applied_at       timestamptz NOT NULL,
+	duration         interval,
+	operation_id     text,
+	applied_by       text,
+	how              text NOT NULL CONSTRAINT migration_history_how_check
+	                 CHECK (how IN ('run', 'marked', 'baseline')),
+	contract_version integer,
+	PRIMARY KEY (resource, version)
+);
+COMMENT ON TABLE ptah.migration_history IS
+	'ptah: the applied versions of each migration sequence; a run version commits with its file when the file has a transaction';
 
 CREATE TABLE IF NOT EXISTS ptah.target_instance (
 	singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -101,25 +128,15 @@ const SchemaLockKey int64 = 0x7074616844444c
 
 // ensureRuntimeSchema creates the runtime tables if they are missing, and
 // brings an older journal up to date (the partially-applied outcome, the
-// phase columns).
+// phase, no-transaction and version columns, the migration history).
 // CREATE ... IF NOT EXISTS alone is not safe under concurrency: two sessions
 // can both see the schema missing and one fails on a unique index of the
 // catalog. The advisory lock serializes ptah's creators; the retry covers a
 // creator that does not take it.
 func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
-	var present bool
-	err := conn.QueryRow(ctx, `SELECT to_regclass('ptah.leases') IS NOT NULL
-		AND to_regclass('ptah.runs') IS NOT NULL
-		AND to_regclass('ptah.run_steps') IS NOT NULL
-		AND to_regclass('ptah.target_instance') IS NOT NULL
-		AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('ptah.runs')
-			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')
-		AND (SELECT count(*) FROM pg_attribute WHERE attname = 'contract_version' AND NOT attisdropped
-			AND attrelid IN (to_regclass('ptah.leases'), to_regclass('ptah.runs'))) = 2
-		AND (SELECT count(*) FROM pg_attribute WHERE NOT attisdropped AND (attrelid, attname) IN
-			((to_regclass('ptah.runs'), 'phases'), (to_regclass('ptah.run_steps'), 'phase'))) = 2`).Scan(&present)
+	present, err := runtimeSchemaPresent(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("checking the ptah runtime tables: %w", err)
+		return err
 	}
 	if present {
 		return nil
@@ -139,6 +156,48 @@ func ensureRuntimeSchema(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("creating the ptah runtime tables: %w", err)
 		}
 	}
+}
+
+// ensureRuntimeSchemaIn is ensureRuntimeSchema inside a caller's
+// transaction, which then holds the creation lock until it ends: no retry
+// is possible there, so a creator that does not take the lock can still
+// make it fail (the caller's transaction then rolls back, and a retry of
+// it finds the tables).
+func ensureRuntimeSchemaIn(ctx context.Context, tx pgx.Tx) error {
+	present, err := runtimeSchemaPresent(ctx, tx)
+	if err != nil || present {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", SchemaLockKey); err != nil {
+		return fmt.Errorf("creating the ptah runtime tables: %w", err)
+	}
+	if _, err := tx.Exec(ctx, runtimeDDL); err != nil {
+		return fmt.Errorf("creating the ptah runtime tables: %w", err)
+	}
+	return nil
+}
+
+// runtimeSchemaPresent reports whether the runtime tables exist, as this
+// version of ptah writes them.
+func runtimeSchemaPresent(ctx context.Context, q querier) (bool, error) {
+	var present bool
+	err := q.QueryRow(ctx, `SELECT to_regclass('ptah.leases') IS NOT NULL
+		AND to_regclass('ptah.runs') IS NOT NULL
+		AND to_regclass('ptah.run_steps') IS NOT NULL
+		AND to_regclass('ptah.target_instance') IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('ptah.runs')
+			AND conname = 'runs_outcome_check' AND pg_get_constraintdef(oid) LIKE '%partially-applied%')
+		AND (SELECT count(*) FROM pg_attribute WHERE attname = 'contract_version' AND NOT attisdropped
+			AND attrelid IN (to_regclass('ptah.leases'), to_regclass('ptah.runs'))) = 2
+		AND to_regclass('ptah.migration_history') IS NOT NULL
+		AND (SELECT count(*) FROM pg_attribute WHERE NOT attisdropped AND (attrelid, attname) IN
+			((to_regclass('ptah.runs'), 'phases'), (to_regclass('ptah.run_steps'), 'phase'),
+			 (to_regclass('ptah.run_steps'), 'no_transaction'), (to_regclass('ptah.run_steps'), 'version'),
+			 (to_regclass('ptah.migration_history'), 'contract_version'))) = 5`).Scan(&present)
+	if err != nil {
+		return false, fmt.Errorf("checking the ptah runtime tables: %w", err)
+	}
+	return present, nil
 }
 
 // AdvisoryLockKey is the session advisory lock key (single-bigint key space)
@@ -182,6 +241,20 @@ func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) 
 		settings = `concat(set_config('statement_timeout', t.arm::text, true),
 		set_config('idle_in_transaction_session_timeout', t.arm::text, true))`
 	}
+	return arm(ctx, q, deadline, settings)
+}
+
+// armStatementDeadline arms the deadline for the next statement only, run
+// outside a transaction block (a statement of a no-transaction phase): a
+// statement_timeout at session level, the time left, which the caller
+// resets as soon as the statement has returned (see Writer.completeNoTx
+// and Writer.resetSession), so that the journal writes after it carry
+// none.
+func armStatementDeadline(ctx context.Context, conn *pgx.Conn, deadline time.Time) error {
+	return arm(ctx, conn, deadline, `set_config('statement_timeout', t.arm::text, false)`)
+}
+
+func arm(ctx context.Context, q querier, deadline time.Time, settings string) error {
 	var leftMS int64
 	err := q.QueryRow(ctx, `
 SELECT t.ms, `+settings+`

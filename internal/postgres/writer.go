@@ -156,34 +156,54 @@ func (w *Writer) release(ctx context.Context, conn *pgx.Conn) error {
 // error says how it ended.
 type Step struct {
 	N, Total      int // N is 1-based, in plan order
-	Phase, Phases int // the transaction it runs in (1-based), of the plan's
+	Phase, Phases int // the phase it runs in (1-based), of the plan's
 	Statement     Statement
-	Done          bool
-	Elapsed       time.Duration // when Done: how long the statement ran
+	// NoTransaction: the statement runs outside a transaction (see
+	// Phase.NoTransaction). When it is reported started, its journal step
+	// is committed already; when it is reported done, its completion is.
+	NoTransaction bool
+	// Version is the migration history version of its phase, if any.
+	Version string
+	Done    bool
+	Elapsed time.Duration // when Done: how long the statement ran
 }
 
 // ProgressFunc hears of each statement of a plan as it starts and once it
-// has run. It is called with the statement's transaction open: it must be
-// quick and must not use the Writer.
+// has run. It is called with the statement's transaction open (for a
+// statement run without a transaction, with none open, just before it is
+// sent and after its completion was journaled): it must be quick and must
+// not use the Writer.
 type ProgressFunc func(Step)
 
 // StatementError is a plan statement PostgreSQL refused. The transaction it
-// ran in, its phase's, was rolled back: none of that phase is visible.
+// ran in, its phase's, was rolled back: none of that phase is visible. A
+// statement run without a transaction (NoTransaction) is its own
+// transaction: the statements of its phase before it stay committed.
 //
-// Committed counts the statements of the plan that had already committed,
-// in the phases before this one (see Writer.Execute), when this one
-// failed. When it is 0 the error is ErrPlanFailed: nothing of the plan is
-// visible. When it is more, the error is ErrPartiallyApplied instead, and
-// not ErrPlanFailed: those statements stay committed.
+// Committed counts the statements of the plan that had already committed
+// (in the phases before this one, and, run without a transaction, in this
+// one; see Writer.Execute) when this one failed. When it is 0 the error is
+// ErrPlanFailed: nothing of the plan is visible. When it is more, the
+// error is ErrPartiallyApplied instead, and not ErrPlanFailed: those
+// statements stay committed.
 type StatementError struct {
 	Step, Total   int // Step is 1-based
 	Phase, Phases int // the phase (1-based) the statement ran in, of the plan's
 	SQL           string
 	Committed     int
+	NoTransaction bool
 	Err           error
 }
 
 func (e *StatementError) Error() string {
+	if e.NoTransaction {
+		msg := fmt.Sprintf("statement %d/%d failed in phase %d/%d, which runs without a transaction (each statement commits on its own)",
+			e.Step, e.Total, e.Phase, e.Phases)
+		if e.Committed > 0 {
+			msg += fmt.Sprintf(", after %s committed", statementRange(0, e.Committed))
+		}
+		return fmt.Sprintf("%s: %v\n%s", msg, e.Err, e.SQL)
+	}
 	if e.Committed > 0 {
 		return fmt.Sprintf("statement %d/%d failed in transaction %d/%d, after %s (%s) committed: %v\n%s",
 			e.Step, e.Total, e.Phase, e.Phases, committedPhases(e.Phase-1), statementRange(0, e.Committed), e.Err, e.SQL)
@@ -196,7 +216,8 @@ func (e *StatementError) Error() string {
 func (e *StatementError) Unwrap() []error { return []error{failureClass(e.Committed), e.Err} }
 
 // failureClass is the class of a definite failure (its transaction rolled
-// back) when committed statements of the plan had committed before it.
+// back, or its statement run without a transaction was refused) when
+// committed statements of the plan had committed before it.
 func failureClass(committed int) error {
 	if committed > 0 {
 		return ErrPartiallyApplied
@@ -220,34 +241,65 @@ func committedPhases(n int) string {
 // any plan SQL: a second Execute under the same operation ID, from any
 // process, executes nothing (ErrAlreadyRun).
 //
-// Then the plan runs phase by phase (see Plan.Phases and PlanPhases), each
-// phase in ONE transaction: the preamble as SET LOCAL, each statement with
-// its journal step (which names the phase), and then, in the last phase,
-// the run marked succeeded, or, in an earlier one, the phase's steps
-// marked committed; all committed by the phase's COMMIT, before the next
-// phase begins. Each transaction checks the lease first. After any crash
-// the journal is exact: a phase committed if and only if its steps are
-// committed, and the whole plan if and only if the run succeeded. A plan
-// of one phase is all-or-nothing. Statements are numbered, reported to
-// progress and journaled in plan order, which is the order they run in,
-// each once.
+// Then the plan runs phase by phase (see Plan.Phases and PlanPhases),
+// each committed before the next begins. A transactional phase is ONE
+// transaction: the preamble as SET LOCAL, each statement with its journal
+// step (which names the phase), the phase's history row if it has one
+// (Phase.History), and then, in the last phase, the run marked succeeded,
+// or, in an earlier one, the phase's steps marked committed; all committed
+// by the phase's COMMIT. A no-transaction phase (Phase.NoTransaction) runs
+// its statements one at a time, each outside any transaction block: for
+// each, a small transaction commits its journal step, so that the
+// statement in flight is on record before it is sent; then the statement
+// runs under the preamble, set for the session and reset after it; then
+// another small transaction marks it committed, with, after the phase's
+// last statement, its history row (and, after the plan's last, the run's
+// success). Before each transaction of a plan statement, and each
+// statement run without one, the writer checks the lease still names it
+// and arms the deadline (see armDeadline), so neither a lost lease nor a
+// passed deadline lets a statement start.
+//
+// After any crash the journal is exact about transactions: a transactional
+// phase committed if and only if its steps are committed, and the whole
+// plan if and only if the run succeeded. A statement run without a
+// transaction that the journal shows started and not completed, in an
+// unfinished run, may or may not have taken effect (Run.InFlight). A plan
+// of one transactional phase is all-or-nothing. Statements are numbered,
+// reported to progress and journaled in plan order, which is the order
+// they run in, each once.
+//
+// When plan.History.Expect is set, the writer reads the resource's
+// migration history just before the plan's first statement, inside the
+// transaction that runs it (or, run without a transaction, that journals
+// its start), while it holds the lease, and refuses the run if Expect
+// does.
 //
 // Errors:
 //   - ErrNotStarted: nothing ran (the plan's phases do not cover its
-//     statements, or its run could not be recorded).
+//     statements, or its run could not be recorded). With ErrHistoryMoved:
+//     plan.History.Expect refused the history; the run is journaled as
+//     failed.
 //   - ErrAlreadyRun: the operation ID was spent already; nothing ran.
 //   - ErrPlanFailed (a *StatementError, or a failure around the
-//     statements): the first phase rolled back, nothing of the plan
-//     committed; recorded as failed when the session still allows it.
+//     statements): nothing of the plan committed: the first phase rolled
+//     back, or its first statement, run without a transaction, was
+//     refused; recorded as failed when the session still allows it. (A
+//     refused statement that PostgreSQL runs in several transactions of
+//     its own, CREATE INDEX CONCURRENTLY, may leave an invalid index.)
 //   - ErrPartiallyApplied (a *StatementError with Committed > 0, or a
-//     failure around the statements): one or more phases committed, then
-//     a later one failed and was rolled back. The database changed: it has
-//     the committed phases and nothing of the rest. Recorded as partially
-//     applied (RunPartiallyApplied) when the session still allows it. It
-//     does not wrap ErrPlanFailed.
-//   - ErrOutcomeUnknown: the connection was lost during a COMMIT; read the
-//     journal once the session is gone. When earlier phases committed, the
-//     message says so.
+//     failure around the statements): part of the plan committed (phases,
+//     or statements of a no-transaction phase), then a later part failed
+//     (was rolled back, or refused). The database changed: it has what
+//     committed and nothing of the rest. Recorded as partially applied
+//     (RunPartiallyApplied) when the session still allows it. It does not
+//     wrap ErrPlanFailed. This is also the error when a statement run
+//     without a transaction succeeded and its completion could not be
+//     journaled.
+//   - ErrOutcomeUnknown: the connection was lost during a COMMIT, or
+//     while a statement run without a transaction was in flight (which
+//     may have taken effect, and may still be running on the server until
+//     it notices). Read the journal once the session is gone. When
+//     earlier statements committed, the message says so. Never retried.
 func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progress ProgressFunc) error {
 	if w.conn == nil || w.conn.IsClosed() {
 		return fmt.Errorf("%w: executing operation %s: %w", ErrNotStarted, w.operationID, ErrWriterClosed)
@@ -274,11 +326,15 @@ func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progre
 		if k > 0 {
 			failpoint.Hit(failpoint.BetweenPhases)
 		}
-		tx := phaseTx{plan: plan, phase: k + 1, phases: len(phases), from: committed, to: committed + ph.Statements}
-		if err := w.runTx(ctx, tx, progress); err != nil {
-			return w.failed(ctx, err, k, committed)
+		p := phaseRun{plan: plan, ph: ph, phase: k + 1, phases: len(phases), from: committed, to: committed + ph.Statements}
+		if ph.outsideTx() {
+			if out, err := w.runNoTx(ctx, p, progress); err != nil {
+				return w.failed(ctx, err, k, committed, committed+out.committed, out.unjournaled)
+			}
+		} else if err := w.runTx(ctx, p, progress); err != nil {
+			return w.failed(ctx, err, k, committed, committed, 0)
 		}
-		committed = tx.to
+		committed = p.to
 	}
 	// Back to idle: the session must not outlive the deadline holding the
 	// lock. Past it already, the plan committed all the same.
@@ -288,27 +344,34 @@ func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progre
 	return nil
 }
 
-// failed journals a phase of the plan that did not commit, after the
-// phases before it (done of them, committed statements) had, and returns
-// its error.
-func (w *Writer) failed(ctx context.Context, err error, done, committed int) error {
+// failed journals a phase of the plan that did not complete, after the
+// phases before it (done of them, their statements before from) had
+// committed, and committed statements in all (those of this phase too,
+// when it runs without a transaction), and returns its error. unjournaled
+// is a statement that committed without its completion journaled (0 when
+// none).
+func (w *Writer) failed(ctx context.Context, err error, done, from, committed, unjournaled int) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
-		if committed > 0 {
+		switch {
+		case committed == 0:
+			return fmt.Errorf("executing run %s: %w", w.operationID, err)
+		case committed == from:
 			return fmt.Errorf("executing run %s (its %s, %s, committed): %w",
 				w.operationID, committedPhases(done), statementRange(0, committed), err)
+		default:
+			return fmt.Errorf("executing run %s (its %s committed): %w", w.operationID, statementRange(0, committed), err)
 		}
-		return fmt.Errorf("executing run %s: %w", w.operationID, err)
 	}
 	outcome := RunFailed
 	if committed > 0 {
 		outcome = RunPartiallyApplied
 	}
-	return w.recordFailure(ctx, err, outcome)
+	return w.recordFailure(ctx, err, outcome, unjournaled)
 }
 
-// recordFailure journals a transaction of the plan that rolled back, and
-// returns its error.
-func (w *Writer) recordFailure(ctx context.Context, planErr error, outcome string) error {
+// recordFailure journals a part of the plan that failed, and returns its
+// error.
+func (w *Writer) recordFailure(ctx context.Context, planErr error, outcome string, unjournaled int) error {
 	planErr = fmt.Errorf("executing run %s: %w", w.operationID, planErr)
 	if w.conn.IsClosed() {
 		// The session is gone, and with it the transaction: the unfinished
@@ -317,28 +380,48 @@ func (w *Writer) recordFailure(ctx context.Context, planErr error, outcome strin
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := recordRunEnd(ctx, w.conn, w.operationID, outcome, planErr.Error()); err != nil {
+	if err := recordRunEnd(ctx, w.conn, w.operationID, outcome, planErr.Error(), unjournaled); err != nil {
 		return errors.Join(planErr, fmt.Errorf("recording the failure of run %s: %w", w.operationID, err))
 	}
 	return planErr
 }
 
-// phaseTx is one phase of a plan: statements [from, to), the phase-th of
-// phases.
-type phaseTx struct {
+// phaseRun is one phase of a plan, ph: statements [from, to), the
+// phase-th of phases.
+type phaseRun struct {
 	plan          *Plan
+	ph            Phase
 	phase, phases int
 	from, to      int
 }
 
-func (p phaseTx) last() bool { return p.to == len(p.plan.Statements) }
+// last reports whether the phase is the plan's last, which records the
+// run's success. (Phases of no statements may follow the last statement.)
+func (p phaseRun) last() bool { return p.phase == p.phases }
+
+// first reports whether the phase is the plan's first, where the history
+// precondition is checked.
+func (p phaseRun) first() bool { return p.phase == 1 }
+
+// version is the history version of the phase's statements, if any.
+func (p phaseRun) version() string {
+	if p.ph.History == nil {
+		return ""
+	}
+	return p.ph.History.Version
+}
+
+func (p phaseRun) step(i int) Step {
+	return Step{N: i + 1, Total: len(p.plan.Statements), Phase: p.phase, Phases: p.phases,
+		Statement: p.plan.Statements[i], NoTransaction: p.ph.outsideTx(), Version: p.version()}
+}
 
 // runTx runs one phase of the plan in one transaction. The last phase
 // marks the run succeeded; an earlier one only marks its steps committed.
 // Any error but ErrOutcomeUnknown means the transaction did not commit;
 // its class is failureClass(p.from): statements before from committed
-// already.
-func (w *Writer) runTx(ctx context.Context, p phaseTx, progress ProgressFunc) (err error) {
+// already (or ErrNotStarted, when the history precondition refused).
+func (w *Writer) runTx(ctx context.Context, p phaseRun, progress ProgressFunc) (err error) {
 	class := failureClass(p.from)
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
@@ -354,27 +437,35 @@ func (w *Writer) runTx(ctx context.Context, p phaseTx, progress ProgressFunc) (e
 	if err := w.prepare(ctx, tx, p.plan); err != nil {
 		return fmt.Errorf("%w: %w", class, err)
 	}
-	total := len(p.plan.Statements)
+	if p.first() {
+		if err := w.expectHistory(ctx, tx, p.plan); err != nil {
+			return err
+		}
+	}
 	for i := p.from; i < p.to; i++ {
-		s := p.plan.Statements[i]
-		step := Step{N: i + 1, Total: total, Phase: p.phase, Phases: p.phases, Statement: s}
+		step := p.step(i)
 		if progress != nil {
 			progress(step)
 		}
 		started := time.Now()
-		if err := w.runStatement(ctx, tx, p, i+1, s); err != nil {
+		if err := w.runStatement(ctx, tx, p, i+1, step.Statement); err != nil {
 			return err
 		}
 		if progress != nil {
 			step.Done, step.Elapsed = true, time.Since(started)
 			progress(step)
 		}
-		if i == 0 {
+		if i == p.from {
 			failpoint.Hit(failpoint.MidPlan)
 		}
 	}
 	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
 		return fmt.Errorf("%w: %w", class, err)
+	}
+	if p.ph.History != nil {
+		if err := recordRunHistory(ctx, tx, p.plan.History.Resource, w.operationID, p.phase, p.ph.History); err != nil {
+			return fmt.Errorf("%w: %w", class, err)
+		}
 	}
 	if p.last() {
 		if err := recordRunSucceeded(ctx, tx, w.operationID); err != nil {
@@ -387,19 +478,12 @@ func (w *Writer) runTx(ctx context.Context, p phaseTx, progress ProgressFunc) (e
 	return commitError(tx.Commit(ctx), class)
 }
 
-// prepare checks, inside the plan's transaction, that the lease still names
-// this writer, and keeps it so until COMMIT (FOR SHARE blocks a concurrent
-// ReleaseLease); then it applies the plan's preamble to the transaction.
+// prepare checks, inside the plan's transaction, that the lease still
+// names this writer, and keeps it so until COMMIT (see checkLease); then it
+// applies the plan's preamble to the transaction.
 func (w *Writer) prepare(ctx context.Context, tx pgx.Tx, plan *Plan) error {
-	var ours bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ptah.leases WHERE coordination_digest = $1
-		AND holder = $2 AND writer_pid = $3 AND writer_backend_start = $4 FOR SHARE)`,
-		w.digest, w.operationID, w.session.PID, w.session.BackendStart).Scan(&ours)
-	if err != nil {
-		return fmt.Errorf("checking the lease: %w", err)
-	}
-	if !ours {
-		return ErrLeaseLost
+	if err := w.checkLease(ctx, tx); err != nil {
+		return err
 	}
 	for _, set := range plan.Preamble() {
 		// The preamble is written for a session (psql runs it as is);
@@ -413,25 +497,76 @@ func (w *Writer) prepare(ctx context.Context, tx pgx.Tx, plan *Plan) error {
 	return nil
 }
 
-func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseTx, step int, s Statement) error {
+// checkLease checks, inside tx, that the lease still names this writer,
+// and keeps it so until tx ends: FOR SHARE blocks a concurrent
+// ReleaseLease.
+func (w *Writer) checkLease(ctx context.Context, tx pgx.Tx) error {
+	var ours bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ptah.leases WHERE coordination_digest = $1
+		AND holder = $2 AND writer_pid = $3 AND writer_backend_start = $4 FOR SHARE)`,
+		w.digest, w.operationID, w.session.PID, w.session.BackendStart).Scan(&ours)
+	if err != nil {
+		return fmt.Errorf("checking the lease: %w", err)
+	}
+	if !ours {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// expectHistory reads the plan's migration history inside tx, the
+// transaction that runs (or journals) the plan's first statement, and asks
+// plan.History.Expect whether it is the history the plan was selected
+// against. The error wraps ErrNotStarted, and ErrHistoryMoved when Expect
+// refused.
+//
+// No lock is taken on the history: the read is enough because every
+// writer of history rows for a run holds the database's lease, which this
+// writer holds (checkLease just confirmed it, FOR SHARE, in tx), so no
+// other run can record a version between this read and the plan's
+// statements. What is left is a person's RecordHistory (resolve-run),
+// which settles a run whose writer can no longer write and is not a
+// writer; should one race with this run, the primary key (resource,
+// version) refuses the second row of a version, and a transactional file
+// whose row is refused rolls back with it.
+func (w *Writer) expectHistory(ctx context.Context, tx pgx.Tx, plan *Plan) error {
+	if plan.History == nil || plan.History.Expect == nil {
+		return nil
+	}
+	rows, err := readHistory(ctx, tx, plan.History.Resource)
+	if err != nil {
+		return fmt.Errorf("%w: reading the migration history of %s: %w", ErrNotStarted, plan.History.Resource, err)
+	}
+	if err := plan.History.Expect(rows); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrNotStarted, ErrHistoryMoved, err)
+	}
+	return nil
+}
+
+func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step int, s Statement) error {
 	class, total := failureClass(p.from), len(p.plan.Statements)
 	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
 		return fmt.Errorf("%w: before statement %d/%d: %w", class, step, total, err)
 	}
-	if err := recordStepStart(ctx, tx, w.operationID, step, p.phase, s.SQL); err != nil {
+	if err := recordStepStart(ctx, tx, w.operationID, step, p.phase, s.SQL, p.version(), false); err != nil {
 		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step, total, err)
 	}
 	if _, err := tx.Exec(ctx, s.SQL); err != nil {
-		// The only statement timeout the writer sets is the time left
-		// before its deadline, on the server's clock (armDeadline): a
-		// cancellation nobody asked for (the caller's context is live) is
-		// the deadline striking.
-		if IsQueryCanceled(err) && ctx.Err() == nil {
-			err = fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
-		}
-		return &StatementError{Step: step, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL, Committed: p.from, Err: err}
+		return &StatementError{Step: step, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL,
+			Committed: p.from, Err: w.deadlineStruck(ctx, err)}
 	}
 	return nil
+}
+
+// deadlineStruck words a statement's cancellation as the deadline
+// striking: the only statement timeout the writer sets is the time left
+// before its deadline, on the server's clock (armDeadline), so a
+// cancellation nobody asked for (the caller's context is live) is that.
+func (w *Writer) deadlineStruck(ctx context.Context, err error) error {
+	if IsQueryCanceled(err) && ctx.Err() == nil {
+		return fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
+	}
+	return err
 }
 
 // commitError classifies the result of COMMIT. An answer from the server
