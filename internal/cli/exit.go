@@ -9,6 +9,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
@@ -38,6 +39,8 @@ const (
 	ExitFutureState      = 15
 	ExitState            = 16
 	ExitObserveTimeout   = 17
+	// The migration family.
+	ExitSource = 18
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -86,6 +89,8 @@ var outcomes = []outcome{
 		"the target's role needs CREATE on the database the first time ptah records state there; ptah plan --no-publish needs no write access"},
 	{ExitObserveTimeout, "plan or apply: reading the target's catalog waited longer than --observe-timeout behind a lock another session holds; nothing was planned",
 		"the message names the session holding the lock: retry once it is done, or raise --observe-timeout"},
+	{ExitSource, "a PtahMigration's source directory cannot be read as a versioned sequence: file names that fit no layout or several, duplicate versions, a file with no statement or with transaction control, a ptah.sum that does not match",
+		"fix what is named above; after a change to files that is meant, ptah migrate hash writes ptah.sum again"},
 	{ExitInterrupted, "interrupted",
 		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
 }
@@ -165,6 +170,8 @@ func exitCode(err error) int {
 		return ExitObserveTimeout
 	case errors.Is(err, errState):
 		return ExitState
+	case errors.As(err, new(*migrate.SourceError)):
+		return ExitSource
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	default:
@@ -185,6 +192,7 @@ var commandCodes = map[string][]int{
 	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
+	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
 }
 
 // exitCodeHelp renders the exit code table for --help: the codes command
