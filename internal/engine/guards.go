@@ -23,15 +23,16 @@ type StoredObject struct {
 
 // The runtime records the fence reads beside the store's objects.
 const (
-	RecordLease = "Lease" // a row of ptah.leases
-	RecordRun   = "Run"   // a run of the journal, ptah.runs
+	RecordLease   = "Lease"   // a row of ptah.leases
+	RecordRun     = "Run"     // a run of the journal, ptah.runs
+	RecordHistory = "History" // a row of ptah.migration_history
 )
 
 // knownKinds are the kinds of stored record this ptah can read. A record of
 // any other kind was written by a ptah that knows more.
 var knownKinds = map[string]bool{
 	api.KindPtahSchema: true, api.KindPtahSchemaPlan: true, api.KindPtahSchemaApproval: true,
-	RecordLease: true, RecordRun: true,
+	RecordLease: true, RecordRun: true, RecordHistory: true,
 }
 
 // FutureStateError refuses stored state written under a newer contract, or

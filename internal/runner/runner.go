@@ -217,8 +217,11 @@ func (r *Runner) storedState(ctx context.Context) ([]store.Object, []engine.Stor
 	}
 	for _, rec := range records {
 		kind := engine.RecordRun
-		if rec.Table == "leases" {
+		switch rec.Table {
+		case "leases":
 			kind = engine.RecordLease
+		case "migration_history":
+			kind = engine.RecordHistory
 		}
 		out = append(out, engine.StoredObject{Kind: kind, Name: rec.Key, ContractVersion: rec.ContractVersion})
 	}

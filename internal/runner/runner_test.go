@@ -268,6 +268,10 @@ func TestRuntimeVerifierRejectsEveryFutureRecord(t *testing.T) {
 			pgtest.Exec(t, f.url, fmt.Sprintf(`INSERT INTO ptah.leases (coordination_digest, holder, deadline, acquired_at, contract_version)
 				VALUES ('sha256:elsewhere', 'op-x', now(), now(), %d)`, future))
 		}, "Lease /sha256:elsewhere"},
+		"history row": {func(f *fixture, res Resource) {
+			pgtest.Exec(t, f.url, fmt.Sprintf(`INSERT INTO ptah.migration_history (resource, version, name, checksum, applied_at, how, contract_version)
+				VALUES ('PtahMigration/default/m', '7', 'later', 'sha256:x', now(), 'run', %d)`, future))
+		}, "History /PtahMigration/default/m 7"},
 		"unknown kind": {func(f *fixture, res Resource) {
 			if _, err := f.r.Store.Create(context.Background(), store.Object{Kind: "PtahSchemaRollout", Namespace: "default", Name: "r1",
 				ContractVersion: api.ContractVersion, Spec: []byte(`{}`)}); err != nil {
