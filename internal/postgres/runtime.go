@@ -36,6 +36,11 @@ import (
 //
 // Other packages create their own tables in the same schema; every creator
 // uses CREATE ... IF NOT EXISTS and survives losing a creation race.
+//
+// RuntimeTables are the tables runtimeDDL creates, in an order they can be
+// dropped in.
+var RuntimeTables = []string{"ptah.run_steps", "ptah.runs", "ptah.leases", "ptah.migration_history", "ptah.target_instance"}
+
 const runtimeDDL = `
 CREATE SCHEMA IF NOT EXISTS ptah;
 

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -212,5 +214,20 @@ func TestRuntimeSchemaAddsThePhaseColumns(t *testing.T) {
 	}
 	if run.Phases != 0 || len(run.Steps) != 1 || run.Steps[0].Phase != 0 {
 		t.Errorf("old run = %+v", run)
+	}
+}
+
+// RuntimeTables lists exactly the tables the runtime DDL creates: whoever
+// drops them (the acceptance harness) drops them all.
+func TestRuntimeTablesAreTheRuntimeDDLs(t *testing.T) {
+	created := regexp.MustCompile(`CREATE TABLE IF NOT EXISTS (ptah\.\w+)`).FindAllStringSubmatch(runtimeDDL, -1)
+	var names []string
+	for _, m := range created {
+		names = append(names, m[1])
+	}
+	got := slices.Sorted(slices.Values(RuntimeTables))
+	slices.Sort(names)
+	if !slices.Equal(got, names) {
+		t.Fatalf("RuntimeTables = %v, runtimeDDL creates %v", got, names)
 	}
 }

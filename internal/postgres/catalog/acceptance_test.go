@@ -531,7 +531,7 @@ func apply(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, plan *
 	}
 	drop := "DROP SCHEMA ptah CASCADE"
 	if hadSchema {
-		drop = "DROP TABLE ptah.run_steps, ptah.runs, ptah.leases, ptah.target_instance"
+		drop = "DROP TABLE " + strings.Join(postgres.RuntimeTables, ", ")
 	}
 	if _, err := conn.Exec(ctx, drop); err != nil {
 		t.Fatalf("dropping the runtime tables: %v", err)
