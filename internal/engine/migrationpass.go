@@ -201,17 +201,10 @@ func (f *migrationFamily) lostDispatch(in PassInput, op *api.Operation) {
 
 func (f *migrationFamily) verifyClaimedPlan(op *api.Operation) error {
 	plan := f.in.CurrentPlan
-	if plan == nil || plan.UID != op.Plan.UID {
-		return fmt.Errorf("plan %s (uid %s), claimed by operation %s, is gone", op.Plan.Name, op.Plan.UID, op.ID)
+	if plan == nil {
+		return checkClaimedPlan(op, api.PlanReference{}, nil)
 	}
-	if err := VerifyMigrationPlan(*plan); err != nil {
-		return err
-	}
-	if plan.Spec.Fingerprint != op.Plan.Fingerprint {
-		return fmt.Errorf("plan %s (uid %s): %w (operation %s claimed fingerprint %s, the stored plan carries %s); it cannot be applied",
-			plan.Name, plan.UID, ErrPlanTampered, op.ID, op.Plan.Fingerprint, plan.Spec.Fingerprint)
-	}
-	return nil
+	return checkClaimedPlan(op, plan.Ref(), func() error { return VerifyMigrationPlan(*plan) })
 }
 
 func (f *migrationFamily) stillAuthorized(op *api.Operation) string {

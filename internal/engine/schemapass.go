@@ -249,15 +249,24 @@ func stillAuthorized(in SchemaPassInput, op *api.Operation) string {
 // verifyClaimedPlan checks that the stored plan is the one op claimed, with
 // the content its fingerprint covers.
 func verifyClaimedPlan(plan *Plan, op *api.Operation) error {
-	if plan == nil || plan.UID != op.Plan.UID {
+	if plan == nil {
+		return checkClaimedPlan(op, api.PlanReference{}, nil)
+	}
+	return checkClaimedPlan(op, plan.Ref(), func() error { return VerifyPlan(*plan) })
+}
+
+// checkClaimedPlan checks, for either family, that the stored plan (its
+// reference; verify recomputes its fingerprint) is the one op claimed.
+func checkClaimedPlan(op *api.Operation, stored api.PlanReference, verify func() error) error {
+	if verify == nil || stored.UID != op.Plan.UID {
 		return fmt.Errorf("plan %s (uid %s), claimed by operation %s, is gone", op.Plan.Name, op.Plan.UID, op.ID)
 	}
-	if err := VerifyPlan(*plan); err != nil {
+	if err := verify(); err != nil {
 		return err
 	}
-	if plan.Spec.Fingerprint != op.Plan.Fingerprint {
+	if stored.Fingerprint != op.Plan.Fingerprint {
 		return fmt.Errorf("plan %s (uid %s): %w (operation %s claimed fingerprint %s, the stored plan carries %s); it cannot be applied",
-			plan.Name, plan.UID, ErrPlanTampered, op.ID, op.Plan.Fingerprint, plan.Spec.Fingerprint)
+			stored.Name, stored.UID, ErrPlanTampered, op.ID, op.Plan.Fingerprint, stored.Fingerprint)
 	}
 	return nil
 }
