@@ -42,6 +42,32 @@ func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	return ConnectConfig(ctx, cfg)
 }
 
+// DefaultSearchPath is the search_path a session of the URL's role gets
+// on its database when nothing overrides it (the server's, the database's
+// and the role's settings), as SET search_path accepts it. ptah's own
+// sessions run with pg_catalog only (Connect); a migration's statements
+// run with this one (Plan.SearchPath).
+func DefaultSearchPath(ctx context.Context, url string) (string, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", fmt.Errorf("%w: the database URL is not a valid PostgreSQL connection string", ErrConnect)
+	}
+	cfg.RuntimeParams["application_name"] = applicationName()
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	conn, err := ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var path string
+	if err := conn.QueryRow(ctx, "SHOW search_path").Scan(&path); err != nil {
+		return "", fmt.Errorf("reading the default search_path: %w", err)
+	}
+	return path, nil
+}
+
 // ConnectConfig opens a session with cfg as it is, describing a failure
 // without the URL.
 func ConnectConfig(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {

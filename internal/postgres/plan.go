@@ -58,6 +58,12 @@ type Plan struct {
 	// to, and the one the plan expects to find; nil for a plan that
 	// records none (a schema plan).
 	History *PlanHistory
+	// SearchPath, when set, is the search_path the plan's statements run
+	// under: a migration's hand-written SQL names objects as its author's
+	// sessions do (see DefaultSearchPath). Empty: pg_catalog only, the
+	// writer's own, for which every statement of a schema plan is
+	// schema-qualified.
+	SearchPath string
 }
 
 // PlanHistory is the migration history a plan records into and runs
@@ -77,11 +83,15 @@ type PlanHistory struct {
 // Preamble returns the session settings every statement of the plan runs
 // under, as SET statements.
 func (p *Plan) Preamble() []string {
-	return []string{
+	pre := []string{
 		fmt.Sprintf("SET lock_timeout = '%dms'", p.LockTimeout.Milliseconds()),
 		// Function bodies may name objects created later in the plan.
 		"SET check_function_bodies = false",
 	}
+	if p.SearchPath != "" {
+		pre = append(pre, "SET search_path = "+p.SearchPath)
+	}
+	return pre
 }
 
 // Script renders the plan as a script psql runs as-is

@@ -474,3 +474,38 @@ func TestExecuteNoTransactionPhaseSettingsLastThePhase(t *testing.T) {
 		t.Errorf("after Execute the session has %s", got)
 	}
 }
+
+// A migration's hand-written SQL runs with the role's own search_path
+// (Plan.SearchPath), in a transaction and outside one; ptah's own session
+// keeps pg_catalog only, where an unqualified CREATE TABLE is refused.
+func TestPlanSearchPathIsTheRolesForHandWrittenSQL(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	path, err := DefaultSearchPath(ctx, url)
+	if err != nil || !strings.Contains(path, "public") {
+		t.Fatalf("DefaultSearchPath = %q, %v; want the default, which names public", path, err)
+	}
+	w := openWriter(t, url, testDigest, "op-0")
+	if err := w.Execute(ctx, "plan-0", planOf("CREATE TABLE users (id int)"), nil); err == nil {
+		t.Fatal("an unqualified CREATE TABLE ran in ptah's pg_catalog-only session")
+	}
+	w.Release(ctx)
+	w = openWriter(t, url, testDigest, "op-1")
+	plan := &Plan{
+		Statements: []Statement{{SQL: "CREATE TABLE users (id int)"}, {SQL: "CREATE INDEX CONCURRENTLY users_id ON users (id)"}},
+		Phases:     []Phase{{Statements: 1}, {Statements: 1, NoTransaction: true}},
+		SearchPath: path,
+	}
+	if err := w.Execute(ctx, "plan-1", plan, nil); err != nil {
+		t.Fatalf("Execute with the role's search_path: %v", err)
+	}
+	observer := dial(t, url)
+	if got := relations(t, observer); !slices.Contains(got, "users") || !slices.Contains(got, "users_id") {
+		t.Fatalf("relations after the plan: %v; want public.users and its index", got)
+	}
+	var sp string
+	if err := w.conn.QueryRow(ctx, "SHOW search_path").Scan(&sp); err != nil || sp != "pg_catalog" {
+		t.Fatalf("the writer's session search_path after the plan: %q, %v; want pg_catalog again", sp, err)
+	}
+}
