@@ -151,7 +151,7 @@ func (p *project) whenWriterWaits(tx pgx.Tx, act func(watcher *pgx.Conn, writerP
 		for range 600 {
 			var pid int32
 			err := watcher.QueryRow(ctx, `SELECT r.writer_pid FROM ptah.runs r JOIN pg_stat_activity a ON a.pid = r.writer_pid
-				WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock'`).Scan(&pid)
+				WHERE r.finished_at IS NULL AND a.wait_event_type = 'Lock' AND a.wait_event = 'relation'`).Scan(&pid)
 			if err == nil {
 				act(watcher, pid)
 				return

@@ -154,9 +154,11 @@ func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID i
 			_ = cmd.Wait()
 		}
 	}()
+	// On the table's lock, not on another: opening the writer may wait a
+	// moment on the advisory lock that serializes creating ptah's tables.
 	f.eventually("the child's writer to wait on the lock", func() bool {
 		err := f.r.Target.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE application_name LIKE 'ptah writer %' AND wait_event_type = 'Lock'`).Scan(&writerPID)
+			WHERE application_name LIKE 'ptah writer %' AND wait_event_type = 'Lock' AND wait_event = 'relation'`).Scan(&writerPID)
 		return err == nil
 	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
