@@ -102,10 +102,7 @@ type MigrationDecision struct {
 // every family runs, with the migration family's differences (migrationFamily).
 func MigrationPass(in MigrationPassInput) MigrationDecision {
 	f := &migrationFamily{in: in, st: in.Status}
-	o := runPass(in.PassInput, f)
-	if in.PlanOnly {
-		o = planOnly(f, in.Status.ActiveOperation, o)
-	}
+	o := decide(in.PassInput, f, in.Status.ActiveOperation)
 	if f.resolve != nil && o.step == StepWriteStatus {
 		o.step = StepResolve
 	}
@@ -113,9 +110,7 @@ func MigrationPass(in MigrationPassInput) MigrationDecision {
 		StaleAcks: f.staleAcks, Acknowledgment: f.resolve, Operation: o.operation}
 	if d.Step == StepRefuse {
 		d.Status = in.Status
-		return d
 	}
-	d.Status.Conditions = SetReady(d.Status.Conditions, d.Status.RunState, in.Generation, in.Now)
 	return d
 }
 

@@ -79,6 +79,21 @@ type outcome struct {
 	operation *api.Operation
 }
 
+// decide runs the pass over f, stops a plan-only pass where it would start
+// executing (before is the claim the pass started from), and brings the
+// Ready condition up to date: what both families' entry points share.
+func decide(in PassInput, f family, before *api.Operation) outcome {
+	o := runPass(in, f)
+	if in.PlanOnly {
+		o = planOnly(f, before, o)
+	}
+	if o.step != StepRefuse {
+		rs := f.state()
+		rs.Conditions = SetReady(rs.Conditions, *rs, in.Generation, in.Now)
+	}
+	return o
+}
+
 // runPass is the one ordered pass (DESIGN.md section 4). It changes the
 // family's status in place and says what the shell does next.
 func runPass(in PassInput, f family) outcome {

@@ -82,16 +82,11 @@ type Decision struct {
 // The shell carries the step out and calls it again until a stable status.
 func SchemaPass(in SchemaPassInput) Decision {
 	f := &schemaFamily{in: in, st: in.Status}
-	o := runPass(in.PassInput, f)
-	if in.PlanOnly {
-		o = planOnly(f, in.Status.ActiveOperation, o)
-	}
+	o := decide(in.PassInput, f, in.Status.ActiveOperation)
 	d := Decision{Step: o.step, Status: f.st, Stable: o.stable, Err: o.err, Plan: f.plan, Stale: f.stale, Operation: o.operation}
 	if d.Step == StepRefuse {
 		d.Status = in.Status
-		return d
 	}
-	d.Status.Conditions = SetReady(d.Status.Conditions, d.Status.RunState, in.Generation, in.Now)
 	return d
 }
 
