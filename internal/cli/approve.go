@@ -132,7 +132,7 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 			return writeJSON(a.stdout, approvalOutput{Approval: approvalItem{Metadata: jsonMeta{Name: ap.Name, UID: ap.UID}, Spec: ap.Spec}})
 		}
 		_, err = fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\nptah apply %s runs it.\n",
-			ap.Spec.Plan.Name, ap.Spec.Plan.UID, ap.Spec.Schema, ap.Spec.Approver, ap.Spec.Schema)
+			ap.Plan.Name, ap.Plan.UID, ap.Resource, ap.Approver, ap.Resource)
 		return err
 	}
 	// The name ptah plan prints most prominently is not the UID: point a

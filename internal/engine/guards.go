@@ -32,7 +32,9 @@ const (
 // any other kind was written by a ptah that knows more.
 var knownKinds = map[string]bool{
 	api.KindPtahSchema: true, api.KindPtahSchemaPlan: true, api.KindPtahSchemaApproval: true,
-	RecordLease: true, RecordRun: true, RecordHistory: true,
+	api.KindPtahMigration: true, api.KindPtahMigrationPlan: true, api.KindPtahMigrationApproval: true,
+	api.KindPtahMigrationRunAcknowledgment: true,
+	RecordLease:                            true, RecordRun: true, RecordHistory: true,
 }
 
 // FutureStateError refuses stored state written under a newer contract, or
@@ -188,22 +190,42 @@ type Verdict struct {
 
 // PlansToPrune returns, of a resource's stored plans (by UID), those
 // nothing needs any more: not current, not claimed, not owed an
-// observation, not the last applied. They can be approved no more (only
-// the current plan can) nor run; the approvals and the run journal (each
-// statement as it ran) keep the record of what was decided and what ran.
-func PlansToPrune(st api.PtahSchemaStatus, planUIDs []string) []string {
+// observation or a person's resolution, not the last applied. They can be
+// approved no more (only the current plan can) nor run; the approvals and
+// the run journal (each statement as it ran) keep the record of what was
+// decided and what ran. st is a PtahSchemaStatus or a
+// PtahMigrationStatus.
+func PlansToPrune[S api.PtahSchemaStatus | api.PtahMigrationStatus](st S, planUIDs []string) []string {
+	var refs []*api.PlanReference
+	switch s := any(st).(type) {
+	case api.PtahSchemaStatus:
+		refs = append(refs, s.Plan)
+		if p := s.PendingObservation; p != nil {
+			refs = append(refs, &p.Plan)
+		}
+		if a := s.Applied; a != nil {
+			refs = append(refs, &a.Plan)
+		}
+		if op := s.ActiveOperation; op != nil {
+			refs = append(refs, &op.Plan)
+		}
+	case api.PtahMigrationStatus:
+		refs = append(refs, s.Plan)
+		if u := s.UnresolvedRun; u != nil {
+			refs = append(refs, &u.Plan)
+		}
+		if a := s.LastRun; a != nil {
+			refs = append(refs, &a.Plan)
+		}
+		if op := s.ActiveOperation; op != nil {
+			refs = append(refs, &op.Plan)
+		}
+	}
 	keep := map[string]bool{}
-	if st.Plan != nil {
-		keep[st.Plan.UID] = true
-	}
-	if op := st.ActiveOperation; op != nil {
-		keep[op.Plan.UID] = true
-	}
-	if p := st.PendingObservation; p != nil {
-		keep[p.Plan.UID] = true
-	}
-	if a := st.Applied; a != nil {
-		keep[a.Plan.UID] = true
+	for _, r := range refs {
+		if r != nil {
+			keep[r.UID] = true
+		}
 	}
 	var prune []string
 	for _, uid := range planUIDs {
@@ -236,11 +258,11 @@ func Forgettable(st api.PtahSchemaStatus) string {
 // an approval would authorize it. An approval recorded anyway would be
 // wasted, since changing the policy publishes a new plan (the policy is one
 // of its bindings), which needs its own approval.
-func Runnable(policy api.Policy, plan Plan) string {
+func Runnable(policy api.Policy, destructive bool) string {
 	switch {
 	case policy.Apply == api.ApplyNever:
 		return "policy.apply is Never, so ptah never applies it"
-	case plan.Spec.Destructive && !policy.AllowDestructive:
+	case destructive && !policy.AllowDestructive:
 		return "it deletes data and policy.allowDestructive is false, so ptah apply refuses it, approved or not"
 	}
 	return ""

@@ -163,26 +163,26 @@ func approvedBy(approver string, at time.Time, reason string) string {
 	return msg + "; ptah apply runs it"
 }
 
-// Approved is the status of a resource awaiting approval of its current
-// plan once a approves that plan (ptah approve records it at once, so that
-// status shows it before the next pass). Any other status is returned
+// Approved is the run state of a resource of either family awaiting
+// approval of its current plan once a person approves that plan (the
+// plan's UID and fingerprint; ptah approve records it at once, so that
+// status shows it before the next pass). Any other run state is returned
 // unchanged: the next pass decides.
-func Approved(st api.PtahSchemaStatus, a Approval, generation int64, now time.Time) api.PtahSchemaStatus {
-	if st.Phase != api.PhaseAwaitingApproval || st.Plan == nil || st.Plan.UID != a.Spec.Plan.UID ||
-		st.Plan.Fingerprint != a.Spec.PlanFingerprint {
-		return st
+func Approved(rs api.RunState, planUID, planFingerprint, approver string, at time.Time, reason string, generation int64, now time.Time) api.RunState {
+	if rs.Phase != api.PhaseAwaitingApproval || rs.Plan == nil || rs.Plan.UID != planUID || rs.Plan.Fingerprint != planFingerprint {
+		return rs
 	}
-	st = withPhase(st, api.PhaseApproved, api.ReasonApproved, approvedMessage(a))
-	st.Conditions = SetReady(st.Conditions, st.RunState, generation, now)
-	return st
+	setPhase(&rs, api.PhaseApproved, api.ReasonApproved, approvedBy(approver, at, reason))
+	rs.Conditions = SetReady(rs.Conditions, rs, generation, now)
+	return rs
 }
 
-// LeaseHeld is the status when a claim could not take the database's lease
+// LeaseHeld records, for either family, that a claim could not take the database's lease
 // at dispatch: the claim is dropped, since nothing of it was dispatched,
 // and the resource is Blocked naming the holder. The next pass plans anew.
-func LeaseHeld(st api.PtahSchemaStatus, holder string) api.PtahSchemaStatus {
-	st.ActiveOperation = nil
-	return withPhase(st, api.PhaseBlocked, api.ReasonLeaseHeld, holder)
+func LeaseHeld(rs *api.RunState, holder string) {
+	rs.ActiveOperation = nil
+	setPhase(rs, api.PhaseBlocked, api.ReasonLeaseHeld, holder)
 }
 
 // ConditionReady is the one condition a PtahSchema carries: True when the

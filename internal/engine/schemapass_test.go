@@ -407,8 +407,8 @@ func TestSchemaPassPlanOnlyNeverExecutes(t *testing.T) {
 
 func TestLeaseHeldDropsTheClaim(t *testing.T) {
 	t.Parallel()
-	st := api.PtahSchemaStatus{RunState: api.RunState{ActiveOperation: &api.Operation{ID: "op-1"}}}
-	got := LeaseHeld(st, "operation op-0 holds it")
+	got := api.RunState{ActiveOperation: &api.Operation{ID: "op-1"}}
+	LeaseHeld(&got, "operation op-0 holds it")
 	if got.ActiveOperation != nil || got.Phase != api.PhaseBlocked || got.Reason != api.ReasonLeaseHeld || got.Message != "operation op-0 holds it" {
 		t.Fatalf("%+v", got)
 	}
@@ -604,7 +604,7 @@ func TestRunnableSaysWhyPolicyWouldNotRunAPlan(t *testing.T) {
 		{api.Policy{Apply: api.ApplyOnApproval}, destructive, "allowDestructive is false"},
 		{api.Policy{Apply: api.ApplyOnApproval, AllowDestructive: true}, destructive, ""},
 	} {
-		got := Runnable(tt.policy, tt.plan)
+		got := Runnable(tt.policy, tt.plan.Spec.Destructive)
 		if (got == "") != (tt.why == "") || !strings.Contains(got, tt.why) {
 			t.Errorf("Runnable(%+v, destructive=%v) = %q, want %q", tt.policy, tt.plan.Spec.Destructive, got, tt.why)
 		}

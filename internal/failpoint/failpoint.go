@@ -37,6 +37,9 @@ const (
 	// is journaled (committed), and the second was not sent. The journal
 	// shows the second in flight.
 	MidNoTxPhase = "mid-no-tx-phase"
+	// AfterDispatch: the dispatch marker and the run's journal row
+	// committed (together), and no plan statement was sent.
+	AfterDispatch = "after-dispatch-marker"
 )
 
 // Hit stops the process if PTAH_FAILPOINT names this point.

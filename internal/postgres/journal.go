@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ptah-run/ptah/internal/failpoint"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -191,8 +192,13 @@ FROM ptah.runs WHERE operation_id = $1`, operationID).Scan(
 // journal names the writer session and deadline of every run that may have
 // written. ON CONFLICT makes the operation ID a once-only ticket: a second
 // attempt under the same ID finds the row and executes nothing.
-func recordRunStart(ctx context.Context, conn *pgx.Conn, r *Run) error {
-	tag, err := conn.Exec(ctx, `
+func recordRunStart(ctx context.Context, conn *pgx.Conn, r *Run, mark func(context.Context, pgx.Tx) error) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	tag, err := tx.Exec(ctx, `
 INSERT INTO ptah.runs (operation_id, resource, plan_uid, writer_pid, writer_backend_start, deadline, phases, started_at, contract_version)
 VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), $8)
 ON CONFLICT (operation_id) DO NOTHING`,
@@ -203,6 +209,15 @@ ON CONFLICT (operation_id) DO NOTHING`,
 	if tag.RowsAffected() == 0 {
 		return ErrAlreadyRun
 	}
+	if mark != nil {
+		if err := mark(ctx, tx); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotMarked, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	failpoint.Hit(failpoint.AfterDispatch)
 	return nil
 }
 

@@ -301,6 +301,22 @@ func committedPhases(n int) string {
 //     it notices). Read the journal once the session is gone. When
 //     earlier statements committed, the message says so. Never retried.
 func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progress ProgressFunc) error {
+	return w.ExecuteMarked(ctx, planUID, plan, progress, nil)
+}
+
+// ErrNotMarked wraps the error of ExecuteMarked's mark: the transaction
+// that would have journaled the run rolled back, and nothing ran.
+var ErrNotMarked = errors.New("the dispatch could not be recorded")
+
+// ExecuteMarked is Execute with the caller's own records of the dispatch
+// (mark: the dispatch marker, an approval spent) written in the same
+// transaction as the run's journal row, so that all of them commit
+// together or none does. A mark that fails rolls that transaction back:
+// nothing ran, and the error wraps ErrNotStarted and ErrNotMarked. Once it
+// committed, the failpoint AfterDispatch stops the process before any plan
+// statement.
+func (w *Writer) ExecuteMarked(ctx context.Context, planUID string, plan *Plan, progress ProgressFunc,
+	mark func(context.Context, pgx.Tx) error) error {
 	if w.conn == nil || w.conn.IsClosed() {
 		return fmt.Errorf("%w: executing operation %s: %w", ErrNotStarted, w.operationID, ErrWriterClosed)
 	}
@@ -315,7 +331,7 @@ func (w *Writer) Execute(ctx context.Context, planUID string, plan *Plan, progre
 	}
 	run := &Run{OperationID: w.operationID, Resource: w.resource, PlanUID: planUID,
 		Writer: w.session, Deadline: w.deadline, Phases: len(phases)}
-	if err := recordRunStart(ctx, w.conn, run); err != nil {
+	if err := recordRunStart(ctx, w.conn, run, mark); err != nil {
 		if errors.Is(err, ErrAlreadyRun) {
 			return fmt.Errorf("executing operation %s: %w", w.operationID, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -29,65 +30,119 @@ type ApproveRequest struct {
 	Reason      string
 }
 
-// Approve records an approval bound to one plan instance and its bindings.
-// It refuses an unknown UID, a tampered plan, a plan that is not its
-// schema's current one, and a fingerprint other than the plan's.
-func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approval, error) {
+// Approved is a recorded approval, of either family.
+type Approved struct {
+	Kind, Name, UID string
+	// ResourceKind and Resource name what the plan converges.
+	ResourceKind, Resource string
+	Plan                   api.ObjectReference
+	Approver               string
+	// Spec is the approval's spec as stored (a PtahSchemaApprovalSpec or
+	// a PtahMigrationApprovalSpec).
+	Spec any
+}
+
+// approvable is what Approve needs of a plan of either family.
+type approvable struct {
+	plan         api.ObjectReference
+	fingerprint  string
+	bindings     api.Bindings
+	resource     api.ObjectReference
+	kinds        familyKinds
+	policy       api.Policy // read from the resource (requireCurrent)
+	destructive  bool
+	verify       func() error
+	approvalSpec func(approver string, at time.Time, reason string) any
+}
+
+func readApprovable(o store.Object) (approvable, error) {
+	switch o.Kind {
+	case api.KindPtahSchemaPlan:
+		plan, err := decodePlan(o)
+		if err != nil {
+			return approvable{}, err
+		}
+		s := plan.Spec
+		return approvable{plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, fingerprint: s.Fingerprint, bindings: s.Bindings,
+			resource: s.Schema, kinds: schemaKinds, destructive: s.Destructive, verify: func() error { return engine.VerifyPlan(plan) },
+			approvalSpec: func(approver string, at time.Time, reason string) any {
+				return api.PtahSchemaApprovalSpec{Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: s.Schema.Name,
+					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: at, Reason: reason}
+			}}, nil
+	case api.KindPtahMigrationPlan:
+		plan, err := decodeMigrationPlan(o)
+		if err != nil {
+			return approvable{}, err
+		}
+		s := plan.Spec
+		return approvable{plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, fingerprint: s.Fingerprint, bindings: s.Bindings,
+			resource: s.Migration, kinds: migrationKinds, verify: func() error { return engine.VerifyMigrationPlan(plan) },
+			approvalSpec: func(approver string, at time.Time, reason string) any {
+				return api.PtahMigrationApprovalSpec{Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Migration: s.Migration.Name,
+					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: at, Reason: reason}
+			}}, nil
+	}
+	return approvable{}, ErrUnknownPlan
+}
+
+// Approve records an approval bound to one plan instance and its bindings
+// (for a PtahMigration's plan, the history fingerprint among them). It
+// refuses an unknown UID, a tampered plan, a plan that is not its
+// resource's current one, and a fingerprint other than the plan's.
+func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (Approved, error) {
 	if err := r.Fence(ctx); err != nil {
-		return engine.Approval{}, err
+		return Approved{}, err
 	}
 	o, err := r.Store.GetByUID(ctx, req.PlanUID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && o.Kind != api.KindPtahSchemaPlan) {
-		return engine.Approval{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
+	if errors.Is(err, store.ErrNotFound) {
+		return Approved{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
 	}
 	if err != nil {
-		return engine.Approval{}, fmt.Errorf("reading plan %s: %w", req.PlanUID, err)
+		return Approved{}, fmt.Errorf("reading plan %s: %w", req.PlanUID, err)
 	}
-	plan, err := decodePlan(o)
+	plan, err := readApprovable(o)
+	if errors.Is(err, ErrUnknownPlan) {
+		return Approved{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
+	}
 	if err != nil {
-		return engine.Approval{}, err
+		return Approved{}, err
 	}
-	if err := engine.VerifyPlan(plan); err != nil {
-		return engine.Approval{}, err
+	if err := plan.verify(); err != nil {
+		return Approved{}, err
 	}
-	if req.Fingerprint != "" && req.Fingerprint != plan.Spec.Fingerprint {
+	if req.Fingerprint != "" && req.Fingerprint != plan.fingerprint {
 		// Never the plan's own fingerprint: copying it from here would
 		// approve what nobody reviewed.
-		return engine.Approval{}, fmt.Errorf("approving plan %s: %w %s: it is not the plan that was reviewed "+
+		return Approved{}, fmt.Errorf("approving plan %s: %w %s: it is not the plan that was reviewed "+
 			"(the database, the declared files or the policy moved since, or the fingerprint was mistyped)",
-			plan.Name, ErrFingerprintMismatch, req.Fingerprint)
+			plan.plan.Name, ErrFingerprintMismatch, req.Fingerprint)
 	}
-	schemaSpec, err := r.requireCurrent(ctx, o.Namespace, plan)
-	if err != nil {
-		return engine.Approval{}, err
+	if err := r.requireCurrent(ctx, o.Namespace, &plan); err != nil {
+		return Approved{}, err
 	}
-	if why := engine.Runnable(schemaSpec.Policy, plan); why != "" {
-		return engine.Approval{}, fmt.Errorf("approving plan %s of %s: %w: %s", plan.Name, plan.Spec.Schema.Name, ErrNotRunnable, why)
+	if why := engine.Runnable(plan.policy, plan.destructive); why != "" {
+		return Approved{}, fmt.Errorf("approving plan %s of %s: %w: %s", plan.plan.Name, plan.resource.Name, ErrNotRunnable, why)
 	}
 	now, err := postgres.ServerNow(ctx, r.Target)
 	if err != nil {
-		return engine.Approval{}, err
+		return Approved{}, err
 	}
-	spec := api.PtahSchemaApprovalSpec{
-		Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: plan.Spec.Schema.Name,
-		PlanFingerprint: plan.Spec.Fingerprint, Bindings: plan.Spec.Bindings,
-		Approver: req.Approver, ApprovedAt: now, Reason: req.Reason,
-	}
+	spec := plan.approvalSpec(req.Approver, now, req.Reason)
 	raw, err := json.Marshal(spec)
 	if err != nil {
-		return engine.Approval{}, fmt.Errorf("encoding approval: %w", err)
+		return Approved{}, fmt.Errorf("encoding approval: %w", err)
 	}
 	created, err := r.Store.Create(ctx, store.Object{
-		Kind: api.KindPtahSchemaApproval, Namespace: o.Namespace, Name: plan.Name + "-" + r.NewID()[:8],
+		Kind: plan.kinds.approval, Namespace: o.Namespace, Name: plan.plan.Name + "-" + r.NewID()[:8],
 		ContractVersion: api.ContractVersion, Immutable: true,
-		Labels: map[string]string{LabelSchema: plan.Spec.Schema.Name}, Spec: raw,
+		Labels: map[string]string{plan.kinds.label: plan.resource.Name}, Spec: raw,
 	})
 	if err != nil {
-		return engine.Approval{}, fmt.Errorf("recording the approval of %s: %w", plan.Name, err)
+		return Approved{}, fmt.Errorf("recording the approval of %s: %w", plan.plan.Name, err)
 	}
-	approval := engine.Approval{Name: created.Name, UID: created.UID, Spec: spec}
-	r.showApproved(ctx, o.Namespace, plan.Spec.Schema.Name, approval)
-	return approval, nil
+	r.showApproved(ctx, o.Namespace, plan, req.Approver, now, req.Reason)
+	return Approved{Kind: created.Kind, Name: created.Name, UID: created.UID, ResourceKind: plan.kinds.resource, Resource: plan.resource.Name,
+		Plan: plan.plan, Approver: req.Approver, Spec: spec}, nil
 }
 
 // showApproved records in the resource's status that its current plan is
@@ -95,25 +150,42 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (engine.Approv
 // holder of the pass lock writes a status: when a pass is running, it is
 // left to that pass, which reads the approvals itself. Failing to show it
 // is not failing to approve: the approval is recorded.
-func (r *Runner) showApproved(ctx context.Context, namespace, name string, a engine.Approval) {
-	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+namespace+"/"+name)
+func (r *Runner) showApproved(ctx context.Context, namespace string, plan approvable, approver string, at time.Time, reason string) {
+	kind, name := plan.kinds.resource, plan.resource.Name
+	unlock, err := postgres.TryPassLock(ctx, r.Target, kind+"/"+namespace+"/"+name)
 	if err != nil {
 		return
 	}
 	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
-	obj, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, name)
+	obj, err := r.Store.Get(ctx, kind, namespace, name)
 	if err != nil || len(obj.Status) == 0 || fenceObject(obj) != nil {
 		return
 	}
-	var st api.PtahSchemaStatus
-	if json.Unmarshal(obj.Status, &st) != nil {
+	var st struct {
+		api.RunState `json:",inline"`
+	}
+	var whole map[string]json.RawMessage
+	if json.Unmarshal(obj.Status, &st.RunState) != nil || json.Unmarshal(obj.Status, &whole) != nil {
 		return
 	}
-	approved := engine.Approved(st, a, obj.Generation, a.Spec.ApprovedAt)
+	approved := engine.Approved(st.RunState, plan.plan.UID, plan.fingerprint, approver, at, reason, obj.Generation, at)
 	if approved.Phase == st.Phase {
 		return
 	}
-	raw, err := json.Marshal(approved)
+	// Only the run state changes; the family's own fields are kept as
+	// they are stored.
+	rs, err := json.Marshal(approved)
+	if err != nil {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(rs, &fields) != nil {
+		return
+	}
+	for k, v := range fields {
+		whole[k] = v
+	}
+	raw, err := json.Marshal(whole)
 	if err != nil {
 		return
 	}
@@ -122,38 +194,45 @@ func (r *Runner) showApproved(ctx context.Context, namespace, name string, a eng
 }
 
 // requireCurrent checks that plan is its resource's current plan, and
-// returns the resource's registered spec.
-func (r *Runner) requireCurrent(ctx context.Context, namespace string, plan engine.Plan) (api.PtahSchemaSpec, error) {
-	var spec api.PtahSchemaSpec
-	s, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, plan.Spec.Schema.Name)
+// reads the resource's registered apply policy into it.
+func (r *Runner) requireCurrent(ctx context.Context, namespace string, plan *approvable) error {
+	s, err := r.Store.Get(ctx, plan.kinds.resource, namespace, plan.resource.Name)
 	if err != nil {
-		return spec, fmt.Errorf("reading schema %s: %w", plan.Spec.Schema.Name, err)
+		return fmt.Errorf("reading %s %s: %w", plan.kinds.resource, plan.resource.Name, err)
 	}
-	var st api.PtahSchemaStatus
+	var st api.RunState
 	if len(s.Status) > 0 {
 		if err := json.Unmarshal(s.Status, &st); err != nil {
-			return spec, fmt.Errorf("decoding the status of %s: %w", s.Name, err)
+			return fmt.Errorf("decoding the status of %s: %w", s.Name, err)
 		}
 	}
-	if st.Plan == nil || st.Plan.UID != plan.UID || s.UID != plan.Spec.Schema.UID {
-		return spec, fmt.Errorf("approving plan %s: %w; run ptah plan and approve the plan it shows", plan.Name, ErrPlanNotCurrent)
+	if st.Plan == nil || st.Plan.UID != plan.plan.UID || s.UID != plan.resource.UID {
+		return fmt.Errorf("approving plan %s: %w; run ptah plan and approve the plan it shows", plan.plan.Name, ErrPlanNotCurrent)
+	}
+	// Both families' policies decode as Policy (a migration's has no
+	// allowDestructive, and its plans are never destructive).
+	var spec struct {
+		Policy api.Policy `json:"policy"`
 	}
 	if err := json.Unmarshal(s.Spec, &spec); err != nil {
-		return spec, fmt.Errorf("decoding the spec of %s: %w", s.Name, err)
+		return fmt.Errorf("decoding the spec of %s: %w", s.Name, err)
 	}
-	return spec, nil
+	plan.policy = spec.Policy
+	return nil
 }
 
 // PlanNamed returns the UID of the plan named name, for a person who passed
 // a plan's name where its UID belongs; "" when there is none.
 func (r *Runner) PlanNamed(ctx context.Context, name string) (string, error) {
-	plans, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaPlan, MetadataOnly: true})
-	if err != nil {
-		return "", fmt.Errorf("looking for plan %s: %w", name, err)
-	}
-	for _, p := range plans {
-		if p.Name == name {
-			return p.UID, nil
+	for _, kind := range []string{api.KindPtahSchemaPlan, api.KindPtahMigrationPlan} {
+		plans, err := r.Store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
+		if err != nil {
+			return "", fmt.Errorf("looking for plan %s: %w", name, err)
+		}
+		for _, p := range plans {
+			if p.Name == name {
+				return p.UID, nil
+			}
 		}
 	}
 	return "", nil

@@ -52,6 +52,7 @@ func runCrashChild(raw string) {
 		fmt.Fprintln(os.Stderr, "helper: decoding the request:", err)
 		os.Exit(helperNoCrash)
 	}
+	req.Resource.ReadSource()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := newRunner(ctx, req.URL)

@@ -95,7 +95,7 @@ func TestMissingDispatchedApplyJobForcesObservationWithoutRecreation(t *testing.
 		committed bool // the child's plan committed before it died
 		journaled bool // the child's run row exists
 	}{
-		{point: FailAfterDispatch},
+		{point: FailAfterDispatch, journaled: true},
 		{point: "mid-plan", journaled: true},
 		{point: FailAfterExecution, journaled: true, committed: true},
 	} {
@@ -472,7 +472,7 @@ func TestTamperedPlanIsRefused(t *testing.T) {
 
 // --- helpers ---
 
-func (f *fixture) approve(plan *engine.Plan) engine.Approval {
+func (f *fixture) approve(plan *engine.Plan) Approved {
 	f.t.Helper()
 	if plan == nil {
 		f.t.Fatal("no plan to approve")

@@ -24,32 +24,15 @@ import (
 // becomes the run the engine accounts for (classifyMigration). The pass
 // that drives them is the one the schema family runs (pass.go).
 
-// MigrationResource is a PtahMigration with the inputs the file resolved
-// for it.
-type MigrationResource struct {
-	Migration *api.PtahMigration
-	TargetURL string
-	// Source is the migration directory, read and checked
-	// (migrate.ReadDir); nil when it could not be read, and SourceErr
-	// says why: the observation is then Blocked (SourceInvalid), and no
-	// plan can be executed.
-	Source    *migrate.Source
-	SourceErr error
-}
-
-func (r MigrationResource) namespace() string {
-	if r.Migration.Namespace != "" {
-		return r.Migration.Namespace
-	}
-	return "default"
-}
-
 // storeResource is the key of the resource's records in the database:
 // its migration history (ptah.migration_history.resource) and its runs
 // in the journal (ptah.runs.resource). Its writer must be opened under
 // this name (postgres.OpenWriter's resource), or observeMigration cannot
 // find its runs.
-func (r MigrationResource) storeResource() string {
+func (r Resource) storeResource() string {
+	if r.Migration == nil {
+		return r.Schema.Name
+	}
 	return api.KindPtahMigration + "/" + r.namespace() + "/" + r.Migration.Name
 }
 
@@ -78,7 +61,7 @@ func MigrationPolicyFingerprint(spec api.PtahMigrationSpec) string {
 // policy, the history fingerprint read, and the ptah that read it. The
 // actual and desired state fingerprints stay empty (a baseline plan
 // alone fills them).
-func migrationBindings(res MigrationResource, identity, historyFingerprint string, binding api.ExecutionBinding) api.Bindings {
+func migrationBindings(res Resource, identity, historyFingerprint string, binding api.ExecutionBinding) api.Bindings {
 	artifact := ""
 	if res.Source != nil {
 		artifact = res.Source.Digest()
@@ -127,7 +110,7 @@ func migrationBindings(res MigrationResource, identity, historyFingerprint strin
 // A source that could not be read is Blocked (SourceInvalid), with the
 // history read all the same. The error is for what could not be read in
 // the database.
-func observeMigration(ctx context.Context, conn *pgx.Conn, res MigrationResource, identity string, st api.PtahMigrationStatus,
+func observeMigration(ctx context.Context, conn *pgx.Conn, res Resource, identity string, st api.PtahMigrationStatus,
 	binding api.ExecutionBinding) (*engine.MigrationObservation, error) {
 	resource := res.storeResource()
 	rows, err := postgres.ReadHistory(ctx, conn, resource)
@@ -332,7 +315,7 @@ func migrationReason(k migrate.Kind) string {
 // unless it is the spec's HistoryFingerprint: the error names both, and
 // the versions that differ from the history the plan was selected
 // against (see historyDiff).
-func migrationExecPlan(res MigrationResource, spec api.PtahMigrationPlanSpec, approver string) (*postgres.Plan, error) {
+func migrationExecPlan(res Resource, spec api.PtahMigrationPlanSpec, approver string) (*postgres.Plan, error) {
 	name := res.Migration.Name
 	if res.Source == nil {
 		return nil, fmt.Errorf("executing a plan of %s: the migration source cannot be read: %w", name, res.SourceErr)

@@ -27,7 +27,7 @@ type migFixture struct {
 	url      string
 	conn     *pgx.Conn
 	identity string
-	res      MigrationResource
+	res      Resource
 }
 
 var migBinding = api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
@@ -59,7 +59,7 @@ func migDial(t *testing.T, ctx context.Context, url string) *pgx.Conn {
 	return conn
 }
 
-func migResource(t *testing.T, url string, files map[string]string) MigrationResource {
+func migResource(t *testing.T, url string, files map[string]string) Resource {
 	t.Helper()
 	dir := t.TempDir()
 	for name, sql := range files {
@@ -74,7 +74,7 @@ func migResource(t *testing.T, url string, files map[string]string) MigrationRes
 	if err != nil {
 		t.Fatal(err)
 	}
-	return MigrationResource{Migration: m, TargetURL: url, Source: src}
+	return Resource{Migration: m, TargetURL: url, Source: src}
 }
 
 func (f *migFixture) observe(st api.PtahMigrationStatus) *engine.MigrationObservation {

@@ -6,24 +6,88 @@ import (
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/fingerprint"
+	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// Resource is a PtahSchema with the inputs the file resolved for it.
+// Resource is a PtahSchema or a PtahMigration (exactly one of Schema and
+// Migration is set) with the inputs the file resolved for it.
 type Resource struct {
 	Schema    *api.PtahSchema
+	Migration *api.PtahMigration
 	TargetURL string
-	Files     []catalog.SourceFile
+	// Files are a PtahSchema's declared files, in load order.
+	Files []catalog.SourceFile
+	// Source is a PtahMigration's directory, read and checked
+	// (migrate.ReadDir); nil when it could not be read, and SourceErr
+	// says why: the observation is then Blocked (SourceInvalid), and no
+	// plan can be executed.
+	Source    *migrate.Source `json:"-"`
+	SourceErr error           `json:"-"`
 }
 
-// Key is how the resource is addressed in the store.
+// ReadSource reads a PtahMigration's source directory into Source (or
+// SourceErr): what a process given the resource without its source (a
+// crash test's child) does first.
+func (r *Resource) ReadSource() {
+	if r.Migration == nil {
+		return
+	}
+	r.Source, r.SourceErr = migrate.ReadDir(r.Migration.Spec.Source.Path, migrate.Layout(r.Migration.Spec.Source.Layout))
+}
+
+// Kind is the resource's kind.
+func (r Resource) Kind() string {
+	if r.Migration != nil {
+		return api.KindPtahMigration
+	}
+	return api.KindPtahSchema
+}
+
+// Name is the resource's name.
+func (r Resource) Name() string {
+	if r.Migration != nil {
+		return r.Migration.Name
+	}
+	return r.Schema.Name
+}
+
+// namespace is where the resource is addressed in the store.
 func (r Resource) namespace() string {
-	if r.Schema.Namespace != "" {
-		return r.Schema.Namespace
+	ns := ""
+	if r.Migration != nil {
+		ns = r.Migration.Namespace
+	} else {
+		ns = r.Schema.Namespace
+	}
+	if ns != "" {
+		return ns
 	}
 	return "default"
+}
+
+// target is the database the resource addresses.
+func (r Resource) target() api.Target {
+	if r.Migration != nil {
+		return r.Migration.Spec.Target
+	}
+	return r.Schema.Spec.Target
+}
+
+// coordination is the resource's coordination digest on the database of
+// identity: one digest for both families (CoordinationDigest).
+func (r Resource) coordination(identity string) string {
+	return CoordinationDigest(api.PtahSchemaSpec{Target: r.target()}, identity)
+}
+
+// spec is what the store records as the resource's spec.
+func (r Resource) spec() any {
+	if r.Migration != nil {
+		return r.Migration.Spec
+	}
+	return r.Schema.Spec
 }
 
 // ArtifactDigest fingerprints the declared files: names and contents, in

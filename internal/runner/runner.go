@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/fingerprint"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/store"
@@ -24,6 +25,7 @@ import (
 // Labels the runner puts on stored objects.
 const (
 	LabelSchema       = "ptah.run/schema"
+	LabelMigration    = "ptah.run/migration"
 	LabelCoordination = "ptah.run/coordination"
 	LabelSharedRealm  = "ptah.run/shared-realm"
 	// LabelTarget names the database a resource addresses (its target
@@ -35,7 +37,7 @@ const (
 // Failpoints the runner stops at in crash tests.
 const (
 	FailAfterClaim        = "after-claim"
-	FailAfterDispatch     = "after-dispatch-marker"
+	FailAfterDispatch     = failpoint.AfterDispatch
 	FailAfterExecution    = "after-execution"
 	FailBeforeRelease     = "before-lease-release"
 	maxStepsWithoutChange = 64
@@ -63,6 +65,21 @@ type Runner struct {
 	Progress postgres.ProgressFunc
 }
 
+// TxStore is a store whose writes can join a transaction on the target
+// database: local mode's store, kept in the target's ptah schema. The
+// dispatch boundary writes through it, so that the dispatch marker and a
+// spent approval commit with the run's journal row.
+type TxStore interface {
+	InTx(tx pgx.Tx) store.Store
+}
+
+func (r *Runner) storeIn(tx pgx.Tx) store.Store {
+	if s, ok := r.Store.(TxStore); ok {
+		return s.InTx(tx)
+	}
+	return nil
+}
+
 // Mode says how far a pass may go.
 type Mode int
 
@@ -75,12 +92,32 @@ const (
 
 // Result is where a resource ended.
 type Result struct {
-	Name   string
+	Name string
+	Kind string
+	// Status is a PtahSchema's status; of a PtahMigration's, only its run
+	// state (the rest is in Migration).
 	Status api.PtahSchemaStatus
-	Plan   *engine.Plan // the current plan, if any
+	Plan   *engine.Plan // a PtahSchema's current plan, if any
+	// Migration is a PtahMigration's status and current plan; nil for a
+	// PtahSchema.
+	Migration *MigrationResult
 	// Dispatched are the operations this run dispatched (in order): each
 	// may have executed SQL. Empty when nothing was sent to the database.
 	Dispatched []string
+}
+
+// MigrationResult is where a PtahMigration ended.
+type MigrationResult struct {
+	Status api.PtahMigrationStatus
+	Plan   *engine.MigrationPlan // the current plan, if any
+}
+
+// State is the run state of either family's status.
+func (r Result) State() api.RunState {
+	if r.Migration != nil {
+		return r.Migration.Status.RunState
+	}
+	return r.Status.RunState
 }
 
 // Register stores the resource (creating it, or updating its spec, which
@@ -91,22 +128,23 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 	if err := r.Fence(ctx); err != nil {
 		return store.Object{}, err
 	}
-	spec, err := json.Marshal(res.Schema.Spec)
+	spec, err := json.Marshal(res.spec())
 	if err != nil {
-		return store.Object{}, fmt.Errorf("encoding %s: %w", res.Schema.Name, err)
+		return store.Object{}, fmt.Errorf("encoding %s: %w", res.Name(), err)
 	}
 	labels := map[string]string{
-		LabelCoordination: fingerprint.Short(CoordinationDigest(res.Schema.Spec, identity)),
+		LabelCoordination: fingerprint.Short(res.coordination(identity)),
 		LabelTarget:       fingerprint.Short(identity),
-		LabelSharedRealm:  fmt.Sprint(res.Schema.Spec.Target.SharedRealm),
+		LabelSharedRealm:  fmt.Sprint(res.target().SharedRealm),
 	}
+	kind, ns, name := res.Kind(), res.namespace(), res.Name()
 	// Another process may register the same resource at the same moment:
 	// on a lost race, read again and update what it created.
 	for attempt := 0; ; attempt++ {
-		obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
+		obj, err := r.Store.Get(ctx, kind, ns, name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			obj, err = r.Store.Create(ctx, store.Object{Kind: api.KindPtahSchema, Namespace: res.namespace(), Name: res.Schema.Name,
+			obj, err = r.Store.Create(ctx, store.Object{Kind: kind, Namespace: ns, Name: name,
 				ContractVersion: api.ContractVersion, Labels: labels, Spec: spec})
 		case err == nil && registered(obj, spec, labels):
 			return obj, nil // nothing to write: concurrent runs of one file do not contend
@@ -118,7 +156,7 @@ func (r *Runner) Register(ctx context.Context, res Resource, identity string) (s
 			obj.Spec, obj.Labels, obj.ContractVersion = spec, labels, api.ContractVersion
 			obj, err = r.Store.Update(ctx, obj)
 			if errors.Is(err, store.ErrNewerContract) {
-				return store.Object{}, r.refusedAsNewer(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name, err)
+				return store.Object{}, r.refusedAsNewer(ctx, kind, ns, name, err)
 			}
 		}
 		if (errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrConflict)) && attempt < 8 {
@@ -163,15 +201,15 @@ func (r *Runner) Run(ctx context.Context, res Resource, mode Mode) (Result, erro
 	}
 	// One process at a time runs this resource's pass, as one controller
 	// worker does per key; a process that dies lets go with its session.
-	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+res.namespace()+"/"+res.Schema.Name)
+	unlock, err := postgres.TryPassLock(ctx, r.Target, res.Kind()+"/"+res.namespace()+"/"+res.Name())
 	if err != nil {
-		return Result{Name: res.Schema.Name}, r.withLeaseHolder(ctx, res, identity, err)
+		return Result{Name: res.Name(), Kind: res.Kind()}, r.withLeaseHolder(ctx, res, identity, err)
 	}
 	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
 	if _, err := r.Register(ctx, res, identity); err != nil {
-		return Result{}, fmt.Errorf("registering %s: %w", res.Schema.Name, err)
+		return Result{}, fmt.Errorf("registering %s: %w", res.Name(), err)
 	}
-	p := &pass{Runner: r, res: res, mode: mode, identity: identity}
+	p := &pass{Runner: r, res: res, f: shellFor(res), mode: mode, identity: identity}
 	return p.loop(ctx)
 }
 
@@ -181,7 +219,7 @@ func (r *Runner) withLeaseHolder(ctx context.Context, res Resource, identity str
 	if !errors.Is(err, postgres.ErrPassBusy) {
 		return err
 	}
-	lease, lerr := postgres.LeaseHolder(ctx, r.Target, CoordinationDigest(res.Schema.Spec, identity))
+	lease, lerr := postgres.LeaseHolder(ctx, r.Target, res.coordination(identity))
 	if lerr != nil || lease == nil {
 		return err
 	}

@@ -52,6 +52,11 @@ func New(ctx context.Context, db DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// InTx returns a store on tx over the same tables as s, without checking
+// them again: for writes that must commit in a caller's transaction (on
+// the same database) together with the caller's own records.
+func (s *Store) InTx(tx pgx.Tx) store.Store { return &Store{db: tx} }
+
 // storedColumns are the columns of ptah.objects, in the order Create
 // writes them.
 const storedColumns = `uid, kind, namespace, name, resource_version, generation, contract_version,
