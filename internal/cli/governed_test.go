@@ -210,9 +210,10 @@ func TestApplyCrashRecovery(t *testing.T) {
 	}{
 		// Claimed, never dispatched: the claim is re-derived and runs.
 		{runner.FailAfterClaim, 1, 1, "Succeeded"},
-		// Dispatched, died before any SQL: never run again; observed (that
-		// record is Observed), and a new operation does the work.
-		{runner.FailAfterDispatch, 1, 1, "Succeeded"},
+		// Dispatched (the marker commits with the run's journal row), died
+		// before any SQL: never run again; observed, and a new operation
+		// does the work.
+		{runner.FailAfterDispatch, 2, 1, "Succeeded"},
 		// Died inside the transaction: it rolled back with the session;
 		// observed, and a new operation does the work.
 		{failpoint.MidPlan, 2, 1, "Succeeded"},
