@@ -177,18 +177,9 @@ func (f *migrationFamily) settle(in PassInput) (outcome, bool) {
 			"ptah resolve-run %s shows the evidence", u.OperationID, u.Plan.Name, u.Outcome, in.Name)), true
 }
 
-// DispatchedApplyMayStillWrite is the one answer, for either family, to
-// whether the dispatched run op may still write: its writer session is
-// alive and its deadline, on the server's clock, has not passed (the shell
-// asks the database; see PassInput.LiveWriters). Until it says no, the
-// database stays held and no release is owed.
-func DispatchedApplyMayStillWrite(in PassInput, operationID string) bool {
-	return in.LiveWriters[operationID]
-}
-
 func (f *migrationFamily) lostDispatch(in PassInput, op *api.Operation) {
 	f.st.UnresolvedRun = &api.UnresolvedRun{Outcome: api.OutcomeUnknown, OperationID: op.ID, Plan: op.Plan, Deadline: op.Deadline,
-		TargetIdentityDigest: in.Self.TargetIdentityDigest, CoordinationDigest: op.CoordinationDigest,
+		TargetIdentityDigest: in.TargetIdentityDigest, CoordinationDigest: op.CoordinationDigest,
 		ReportedBy: api.ReportedByDispatch, RecordedAt: in.Now}
 	setPhase(&f.st.RunState, api.PhaseBlocked, api.ReasonUnresolvedRun, fmt.Sprintf(
 		"run %s was dispatched and never reported how it ended; ptah resolve-run %s shows the evidence", op.ID, in.Name))
@@ -329,7 +320,7 @@ type MigrationRun struct {
 // write; an uncertain one is recorded for a person to settle, and owes the
 // release only if its writer can no longer write (else a later pass owes
 // it, once DispatchedApplyMayStillWrite says no).
-func AccountMigration(st api.PtahMigrationStatus, op api.Operation, run MigrationRun, self Claimant, now time.Time) api.PtahMigrationStatus {
+func AccountMigration(st api.PtahMigrationStatus, op api.Operation, run MigrationRun, targetIdentity string, now time.Time) api.PtahMigrationStatus {
 	rs := &st.RunState
 	rs.ActiveOperation = nil
 	rs.Plan = nil // spent: the next plan is a new object
@@ -359,7 +350,7 @@ func AccountMigration(st api.PtahMigrationStatus, op api.Operation, run Migratio
 		outcome = api.OutcomePartial
 	}
 	st.UnresolvedRun = &api.UnresolvedRun{Outcome: outcome, OperationID: op.ID, Plan: op.Plan, Writer: run.Writer, Deadline: op.Deadline,
-		TargetIdentityDigest: self.TargetIdentityDigest, CoordinationDigest: op.CoordinationDigest, ReportedBy: api.ReportedByRun, RecordedAt: now}
+		TargetIdentityDigest: targetIdentity, CoordinationDigest: op.CoordinationDigest, ReportedBy: api.ReportedByRun, RecordedAt: now}
 	setPhase(rs, api.PhaseBlocked, api.ReasonUnresolvedRun, "the run's outcome is not known: "+run.Message)
 	return st
 }

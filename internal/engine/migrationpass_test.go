@@ -26,7 +26,7 @@ func migrationInput(policy api.ApplyPolicy) MigrationPassInput {
 		PassInput: PassInput{
 			Now: t0, Name: "app", UID: "migration-uid", Generation: 1,
 			Binding: api.ExecutionBinding{PtahVersion: "test", ContractVersion: api.ContractVersion, Engine: "postgres"},
-			Realm:   []Claimant{self}, Self: self,
+			Realm:   []Claimant{self}, Self: self, TargetIdentityDigest: self.TargetIdentityDigest,
 			NewOperationID: "op-1", RunTimeout: time.Hour,
 		},
 		Spec: api.PtahMigrationSpec{Policy: api.MigrationPolicy{Apply: policy}},
@@ -237,7 +237,7 @@ func TestMigrationUnresolvedRunIsSettledByItsAcknowledgmentOnly(t *testing.T) {
 func TestAccountMigration(t *testing.T) {
 	t.Parallel()
 	in, op := dispatched(planned(api.ApplyAlways))
-	self := in.Self
+	self := "sha256:db"
 	st := AccountMigration(in.Status, op, MigrationRun{Result: RunSucceeded, Versions: []string{"3", "4"}}, self, t0)
 	if st.ActiveOperation != nil || st.Plan != nil || st.OwedRelease == nil || st.LastRun == nil || st.LastRun.Outcome != api.OutcomeSucceeded ||
 		strings.Join(st.LastRun.Versions, ",") != "3,4" {

@@ -21,6 +21,9 @@ type PassInput struct {
 	Stored []StoredObject
 	Realm  []Claimant // every registered resource, self included
 	Self   Claimant
+	// TargetIdentityDigest is the database the shell read, in full (a
+	// claimant's, from the store's labels, may be short).
+	TargetIdentityDigest string
 
 	// Locked: the shell holds the database's lease for the active claim.
 	Locked bool
@@ -105,7 +108,7 @@ func runPass(in PassInput, f family) outcome {
 		return outcome{step: StepRefuse, err: err}
 	}
 	if owed := rs.OwedRelease; owed != nil {
-		if in.LiveWriters[owed.OperationID] {
+		if DispatchedApplyMayStillWrite(in, owed.OperationID) {
 			return mayStillWrite(rs, owed.OperationID)
 		}
 		rs.OwedRelease = nil
@@ -130,6 +133,15 @@ func runPass(in PassInput, f family) outcome {
 	return f.planAndAuthorize(in)
 }
 
+// DispatchedApplyMayStillWrite is the one answer, for either family, to
+// whether the dispatched run op may still write: its writer session is
+// alive and its deadline, on the server's clock, has not passed (the shell
+// asks the database; see PassInput.LiveWriters). Until it says no, the
+// database stays held and no release is owed.
+func DispatchedApplyMayStillWrite(in PassInput, operationID string) bool {
+	return in.LiveWriters[operationID]
+}
+
 // mayStillWrite holds everything while a dispatched run's writer may still
 // be writing: the database stays held, and its outcome is not settled,
 // since a reading could be taken before a commit that then lands.
@@ -148,7 +160,7 @@ func continueClaim(in PassInput, f family, rs *api.RunState, op *api.Operation) 
 	if op.DispatchedAt != nil {
 		// The run may have executed: never dispatch it again. While its
 		// writer may still be writing, the database stays held.
-		if in.LiveWriters[op.ID] {
+		if DispatchedApplyMayStillWrite(in, op.ID) {
 			return stable(rs, api.PhaseBlocked, api.ReasonRunMayStillWrite, fmt.Sprintf(
 				"operation %s was dispatched and its writer session may still be running (deadline %s)", op.ID, op.Deadline.UTC().Format(time.RFC3339)))
 		}

@@ -109,7 +109,7 @@ func (f *schemaFamily) settle(in PassInput) (outcome, bool) {
 	if p == nil {
 		return outcome{}, false
 	}
-	if in.LiveWriters[p.OperationID] {
+	if DispatchedApplyMayStillWrite(in, p.OperationID) {
 		return mayStillWrite(&f.st.RunState, p.OperationID), true
 	}
 	if f.in.Observation == nil {

@@ -397,7 +397,7 @@ func (m *migrationShell) account(ctx context.Context, p *pass, base engine.PassI
 		may, err := postgres.WriterMayStillWrite(ctx, p.Target, op.ID, op.CoordinationDigest)
 		mr.MayStillWrite = may || err != nil
 	}
-	m.out = engine.AccountMigration(m.out, op, mr, base.Self, now)
+	m.out = engine.AccountMigration(m.out, op, mr, base.TargetIdentityDigest, now)
 	return mr.Result == engine.RunFailed
 }
 

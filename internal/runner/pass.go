@@ -72,7 +72,7 @@ func (p *pass) gather(ctx context.Context) (engine.PassInput, store.Object, erro
 	}
 	in := engine.PassInput{
 		Now: now, Name: p.res.Name(), Binding: p.binding(), Stored: stored, Rederived: p.rederived,
-		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout,
+		NewOperationID: p.NewID(), RunTimeout: p.RunTimeout, TargetIdentityDigest: p.identity,
 	}
 	kind := p.f.kinds().resource
 	in.Realm, in.Self = census(all, kind, p.res.namespace(), p.res.Name())
