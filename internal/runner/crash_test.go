@@ -158,15 +158,16 @@ func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID i
 	// On the table's lock, not on another: opening the writer may wait a
 	// moment on the advisory lock that serializes creating ptah's tables.
 	f.eventually("the child's writer to wait on the lock", func() bool {
-		err := f.r.Target.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE application_name LIKE 'ptah writer %' AND wait_event_type = 'Lock' AND wait_event = 'relation'`).Scan(&writerPID)
+		err := f.r.Target.QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+			WHERE a.application_name LIKE 'ptah writer %' AND l.locktype = 'relation' AND NOT l.granted
+			AND l.relation = 'public.users'::regclass`).Scan(&writerPID)
 		return err == nil
 	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		f.t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	f.eventually("the killed child's sessions but its writer to end", func() bool {
+	f.eventuallyOr("the killed child's sessions but its writer to end", f.sessions, func() bool {
 		var others int
 		err := f.r.Target.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND backend_type = 'client backend'
@@ -176,12 +177,38 @@ func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID i
 	return locker, writerPID
 }
 
+// sessions describes the test database's client sessions.
+func (f *fixture) sessions() string {
+	rows, err := f.r.Target.Query(context.Background(), `SELECT pid, application_name, state, coalesce(wait_event_type, ''),
+		coalesce(wait_event, ''), left(query, 120) FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	defer rows.Close()
+	out := ""
+	for rows.Next() {
+		var pid int32
+		var app, state, wt, we, q string
+		if rows.Scan(&pid, &app, &state, &wt, &we, &q) == nil {
+			out += fmt.Sprintf("\n  pid %d %q %s %s/%s: %s", pid, app, state, wt, we, q)
+		}
+	}
+	return "; sessions:" + out
+}
+
 // eventually polls cond until it holds, failing the test after a minute.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
+	f.eventuallyOr(what, func() string { return "" }, cond)
+}
+
+// eventuallyOr is eventually, with what describe says added to the
+// failure.
+func (f *fixture) eventuallyOr(what string, describe func() string, cond func() bool) {
+	f.t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("waited a minute for %s", what)
+			f.t.Fatalf("waited a minute for %s%s", what, describe())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
