@@ -30,8 +30,13 @@ type MigrationObservation struct {
 	// name the versions concerned; nothing is planned.
 	Blocked         bool
 	Reason, Message string
-	// Pending are the versions to run, in order.
-	Pending     []api.MigrationVersion
+	// Pending are the versions to run, in order; for a baseline, the
+	// versions to record as already present.
+	Pending []api.MigrationVersion
+	// Baseline: the reading checked that the target already has what the
+	// files up to the last of Pending build, on an empty history; the plan
+	// records them, and runs nothing.
+	Baseline    bool
 	LockTimeout string
 }
 
@@ -248,6 +253,7 @@ func (f *migrationFamily) planAndAuthorize(in PassInput) outcome {
 	spec := api.PtahMigrationPlanSpec{
 		Migration:   api.ObjectReference{Name: in.Name, UID: in.UID},
 		Versions:    obs.Pending,
+		Baseline:    obs.Baseline,
 		LockTimeout: obs.LockTimeout,
 		Bindings:    obs.Bindings,
 	}

@@ -298,3 +298,24 @@ func TestMigrationPlanTampered(t *testing.T) {
 		t.Fatalf("VerifyMigrationPlan = %v", err)
 	}
 }
+
+// A baseline reading publishes a baseline plan, which is another plan than
+// running the same versions: its fingerprint differs, so an approval of
+// the one never authorizes the other.
+func TestMigrationBaselinePlanIsAPlanOfItsOwn(t *testing.T) {
+	t.Parallel()
+	publish := func(baseline bool) *api.PtahMigrationPlanSpec {
+		in := migrationInput(api.ApplyOnApproval)
+		in.Observation = migrationObservation("sha256:empty", "1", "2")
+		in.Observation.Baseline = baseline
+		d := MigrationPass(in)
+		if d.Step != StepPublish || d.Plan == nil {
+			t.Fatalf("baseline %v: want StepPublish, got %s", baseline, d.Step)
+		}
+		return d.Plan
+	}
+	run, base := publish(false), publish(true)
+	if run.Baseline || !base.Baseline || run.Fingerprint == base.Fingerprint {
+		t.Fatalf("run plan baseline %v, baseline plan baseline %v, fingerprints equal %v", run.Baseline, base.Baseline, run.Fingerprint == base.Fingerprint)
+	}
+}

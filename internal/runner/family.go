@@ -345,15 +345,44 @@ func (m *migrationShell) decide(base engine.PassInput) decision {
 func (m *migrationShell) status() (any, *api.RunState) { return &m.out, &m.out.RunState }
 
 func (m *migrationShell) observe(ctx context.Context, p *pass) error {
-	obs, err := observeMigration(ctx, p.Target, m.res, p.identity, m.in.Status, p.binding())
+	obs, err := m.reading(ctx, p)
 	m.in.Observation = obs
 	return err
+}
+
+// reading is a fresh reading of the history against the source, and, for
+// a baseline, the check of the target against the files (observeBaseline).
+func (m *migrationShell) reading(ctx context.Context, p *pass) (*engine.MigrationObservation, error) {
+	obs, err := observeMigration(ctx, p.Target, m.res, p.identity, m.in.Status, p.binding())
+	if err != nil {
+		return nil, err
+	}
+	if v := m.baseline(p); v != "" && m.res.Source != nil {
+		if err := p.observeBaseline(ctx, m.res, v, obs); err != nil {
+			return nil, err
+		}
+	}
+	return obs, nil
+}
+
+// baseline is the version a baseline is asked up to: the one ptah plan
+// --baseline names, or, for ptah apply, the last version of the current
+// plan when it is a baseline plan (its approval is for that plan: apply
+// derives it again to run it). "" when none.
+func (m *migrationShell) baseline(p *pass) string {
+	if m.res.Baseline != "" {
+		return m.res.Baseline
+	}
+	if cur := m.in.CurrentPlan; p.mode == Apply && cur != nil && cur.Spec.Baseline && len(cur.Spec.Versions) > 0 {
+		return cur.Spec.Versions[len(cur.Spec.Versions)-1].Version
+	}
+	return ""
 }
 
 func (m *migrationShell) forget() { m.in.Observation = nil }
 
 func (m *migrationShell) rederive(ctx context.Context, p *pass, op api.Operation) (string, error) {
-	fresh, err := observeMigration(ctx, p.Target, m.res, p.identity, m.in.Status, p.binding())
+	fresh, err := m.reading(ctx, p)
 	if err != nil {
 		return "", err
 	}

@@ -299,12 +299,13 @@ func migrationReason(k migrate.Kind) string {
 // transaction of its own or, for a file marked no-transaction, one by one
 // outside any, and recording its history row when it completes (version
 // and name as the plan has them, the file's checksum, HowRun, applied by
-// approver; "" lets the database role stand).
+// approver; "" lets the database role stand). A baseline plan runs no
+// statement: each version is a phase of none that records its row as
+// HowBaseline.
 //
 // Each version is matched to a file of the source by version (its
 // numeric value) and checksum: a version the source lacks, a file whose
 // checksum or transaction mode is not the plan's, a duplicate version, a
-// baseline plan (its versions are recorded, not run: not built here), a
 // plan of no versions or without a valid lock timeout is an error, every
 // problem named at once, and there is nothing to execute.
 //
@@ -321,9 +322,6 @@ func migrationExecPlan(res Resource, spec api.PtahMigrationPlanSpec, approver st
 		return nil, fmt.Errorf("executing a plan of %s: the migration source cannot be read: %w", name, res.SourceErr)
 	}
 	var problems []error
-	if spec.Baseline {
-		problems = append(problems, errors.New("it is a baseline plan: its versions are recorded, not run"))
-	}
 	if len(spec.Versions) == 0 {
 		problems = append(problems, errors.New("it names no version"))
 	}
@@ -343,11 +341,19 @@ func migrationExecPlan(res Resource, spec api.PtahMigrationPlanSpec, approver st
 			problems = append(problems, err)
 			continue
 		}
+		row := &postgres.HistoryRow{Version: v.Version, Name: v.Name, Checksum: f.Checksum, How: postgres.HowRun, AppliedBy: approver}
+		if spec.Baseline {
+			// Recorded, not run: the target already has what the file
+			// builds (the baseline check compared them).
+			row.How = postgres.HowBaseline
+			plan.Phases = append(plan.Phases, postgres.Phase{Reason: f.Path, History: row})
+			continue
+		}
 		for _, s := range f.Statements {
 			plan.Statements = append(plan.Statements, postgres.Statement{SQL: s.SQL})
 		}
 		plan.Phases = append(plan.Phases, postgres.Phase{Statements: len(f.Statements), NoTransaction: f.NoTransaction, Reason: f.Path,
-			History: &postgres.HistoryRow{Version: v.Version, Name: v.Name, Checksum: f.Checksum, How: postgres.HowRun, AppliedBy: approver}})
+			History: row})
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("plan of %s cannot be executed, and nothing of it runs: %w", name, errors.Join(problems...))

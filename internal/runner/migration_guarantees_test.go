@@ -533,3 +533,66 @@ func planVersionList(p *engine.MigrationPlan) []string {
 	}
 	return out
 }
+
+// Adopting an existing database: a baseline plan, checked against the
+// target before it is published, records the versions as baselined (and
+// runs none of them); what follows runs as usual. A target that is not
+// what the files build, or a history that is not empty, blocks with the
+// differences named, and records nothing.
+func TestMigrationBaselineAdoptsAnExistingDatabaseOnlyWhenItMatches(t *testing.T) {
+	t.Parallel()
+	built := "CREATE TABLE public.users (id int PRIMARY KEY); INSERT INTO public.users VALUES (1); CREATE TABLE public.posts (id int PRIMARY KEY);"
+	t.Run("matching", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, built)
+		res := f.migration("app", seqFiles, api.ApplyOnApproval)
+		res.Baseline = "0002"
+		planned := f.runMigration(res, PlanOnly)
+		plan := planned.Migration.Plan
+		if plan == nil || !plan.Spec.Baseline || fmt.Sprint(planVersionList(plan)) != "[0001 0002]" || plan.Spec.ActualStateFingerprint == "" {
+			t.Fatalf("want a baseline plan of 0001 and 0002 bound to the target's state: %s (%s) %+v",
+				planned.Migration.Status.Phase, planned.Migration.Status.Message, plan)
+		}
+		f.approveMigration(plan)
+		res.Baseline = "" // ptah apply names no baseline: it runs the approved plan
+		got := f.runMigration(res, Apply)
+		if h := historyVersions(f.migHistory(res)); fmt.Sprint(h) != "[0001:baseline 0002:baseline]" {
+			t.Fatalf("history %v", h)
+		}
+		st := got.Migration.Status
+		if st.Phase != api.PhaseAwaitingApproval || got.Migration.Plan == nil || fmt.Sprint(planVersionList(got.Migration.Plan)) != "[0003]" ||
+			got.Migration.Plan.Spec.Baseline {
+			t.Fatalf("after the baseline, 0003 is planned as usual: %s (%s) %+v", st.Phase, st.Message, got.Migration.Plan)
+		}
+		f.approveMigration(got.Migration.Plan)
+		if st := f.runMigration(res, Apply).Migration.Status; st.Phase != api.PhaseInSync || !f.tableExists("tags") {
+			t.Fatalf("0003 runs: %s (%s)", st.Phase, st.Message)
+		}
+	})
+	t.Run("a target the files do not build", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, "CREATE TABLE public.users (id int PRIMARY KEY);")
+		res := f.migration("app", seqFiles, api.ApplyOnApproval)
+		res.Baseline = "0002"
+		got := f.runMigration(res, PlanOnly)
+		st := got.Migration.Status
+		if st.Phase != api.PhaseBlocked || st.Reason != api.ReasonBaselineMismatch || !strings.Contains(st.Message, "CREATE TABLE public.posts") ||
+			got.Migration.Plan != nil {
+			t.Fatalf("want Blocked/BaselineMismatch naming the missing table, and no plan: %s/%s (%s)", st.Phase, st.Reason, st.Message)
+		}
+		if len(f.migHistory(res)) != 0 {
+			t.Fatal("a mismatching baseline records nothing")
+		}
+	})
+	t.Run("a history that is not empty", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, built)
+		res := f.migration("app", seqFiles, api.ApplyOnApproval)
+		f.markApplied(res, "0001")
+		res.Baseline = "0002"
+		st := f.runMigration(res, PlanOnly).Migration.Status
+		if st.Phase != api.PhaseBlocked || st.Reason != api.ReasonBaselineMismatch || !strings.Contains(st.Message, "history is empty") {
+			t.Fatalf("want Blocked/BaselineMismatch: %s/%s (%s)", st.Phase, st.Reason, st.Message)
+		}
+	})
+}

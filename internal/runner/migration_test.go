@@ -545,7 +545,7 @@ func TestMigrationExecPlanRunsEachFileAndRecordsItsHistory(t *testing.T) {
 
 // TestMigrationExecPlanRefusesAPlanTheSourceDoesNotHold: a checksum not
 // the file's, a version the source lacks, a transaction mode not the
-// file's, a version twice, a baseline, no versions, a bad lock timeout:
+// file's, a version twice, no versions, a bad lock timeout:
 // each is refused by name, and every problem at once.
 func TestMigrationExecPlanRefusesAPlanTheSourceDoesNotHold(t *testing.T) {
 	t.Parallel()
@@ -574,7 +574,6 @@ func TestMigrationExecPlanRefusesAPlanTheSourceDoesNotHold(t *testing.T) {
 			[]string{"version 0003: 0003_index.sql runs without a transaction, and the plan says in a transaction"}},
 		{"twice", func(s *api.PtahMigrationPlanSpec) { s.Versions[1].Version = "1" },
 			[]string{"version 1: named twice (also as 0001)"}},
-		{"baseline", func(s *api.PtahMigrationPlanSpec) { s.Baseline = true }, []string{"baseline"}},
 		{"no versions", func(s *api.PtahMigrationPlanSpec) { s.Versions = nil }, []string{"names no version"}},
 		{"lock timeout", func(s *api.PtahMigrationPlanSpec) { s.LockTimeout = "" }, []string{`lock timeout ""`}},
 		{"all at once", func(s *api.PtahMigrationPlanSpec) {

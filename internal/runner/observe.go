@@ -26,6 +26,10 @@ type Resource struct {
 	// plan can be executed.
 	Source    *migrate.Source `json:"-"`
 	SourceErr error           `json:"-"`
+	// Baseline, for a PtahMigration, asks for a baseline plan up to this
+	// version (ptah plan --baseline): the versions up to it recorded as
+	// already present, once the target is checked to match them.
+	Baseline string
 }
 
 // ReadSource reads a PtahMigration's source directory into Source (or
