@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/runner"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 const forgetLong = `Remove the record of a resource registered in the databases the file names,
@@ -89,15 +90,23 @@ func (a *app) runForget(ctx context.Context, o forgetOptions) error {
 	}
 	defer t.close()
 	out := forgetOutput{Forgotten: []forgottenItem{}}
+	// NAME may be qualified by its kind (PtahMigration/app); unqualified,
+	// a record of either family by that name is forgotten.
+	kinds, name := []string{api.KindPtahSchema, api.KindPtahMigration}, o.Name
+	if k, n, ok := strings.Cut(o.Name, "/"); ok && (k == api.KindPtahSchema || k == api.KindPtahMigration) {
+		kinds, name = []string{k}, n
+	}
 	for url, r := range t.byURL {
-		f, err := r.Forget(ctx, "default", o.Name)
-		if errors.Is(err, runner.ErrNotRegistered) {
-			continue
+		for _, kind := range kinds {
+			f, err := r.Forget(ctx, kind, "default", name)
+			if errors.Is(err, runner.ErrNotRegistered) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("in the target of %s: %w", t.describe(sel, url), err)
+			}
+			out.Forgotten = append(out.Forgotten, forgottenItem{Resource: f.Resource, Plans: append([]string{}, f.Plans...), KeptApprovals: f.KeptApprovals})
 		}
-		if err != nil {
-			return fmt.Errorf("in the target of %s: %w", t.describe(sel, url), err)
-		}
-		out.Forgotten = append(out.Forgotten, forgottenItem{Resource: f.Resource, Plans: append([]string{}, f.Plans...), KeptApprovals: f.KeptApprovals})
 	}
 	if len(out.Forgotten) == 0 {
 		return fmt.Errorf("forgetting %s: %w of the databases %s names (ptah status lists what is registered)", o.Name, runner.ErrNotRegistered, o.File)

@@ -240,16 +240,27 @@ func PlansToPrune[S api.PtahSchemaStatus | api.PtahMigrationStatus](st S, planUI
 // it may): not while its status names an operation that may have run, or
 // is about to, whose outcome or release is still owed. Removing the record
 // would lose the only evidence that the database still owes an answer.
-func Forgettable(st api.PtahSchemaStatus) string {
+func Forgettable[S api.PtahSchemaStatus | api.PtahMigrationStatus](st S) string {
+	var rs api.RunState
+	switch s := any(st).(type) {
+	case api.PtahSchemaStatus:
+		rs = s.RunState
+		if p := s.PendingObservation; p != nil {
+			return fmt.Sprintf("the outcome of operation %s is unknown and owes an observation (ptah apply settles it)", p.OperationID)
+		}
+	case api.PtahMigrationStatus:
+		rs = s.RunState
+		if u := s.UnresolvedRun; u != nil {
+			return fmt.Sprintf("the outcome of run %s is unknown and only a person can settle it (ptah resolve-run shows its evidence)", u.OperationID)
+		}
+	}
 	switch {
-	case st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil:
-		return fmt.Sprintf("operation %s was dispatched and its outcome is not recorded yet", st.ActiveOperation.ID)
-	case st.ActiveOperation != nil:
-		return fmt.Sprintf("operation %s has claimed plan %s (ptah apply runs or drops it)", st.ActiveOperation.ID, st.ActiveOperation.Plan.Name)
-	case st.PendingObservation != nil:
-		return fmt.Sprintf("the outcome of operation %s is unknown and owes an observation (ptah apply settles it)", st.PendingObservation.OperationID)
-	case st.OwedRelease != nil:
-		return fmt.Sprintf("the lease of operation %s is still to be released (ptah apply completes it)", st.OwedRelease.OperationID)
+	case rs.ActiveOperation != nil && rs.ActiveOperation.DispatchedAt != nil:
+		return fmt.Sprintf("operation %s was dispatched and its outcome is not recorded yet", rs.ActiveOperation.ID)
+	case rs.ActiveOperation != nil:
+		return fmt.Sprintf("operation %s has claimed plan %s (ptah apply runs or drops it)", rs.ActiveOperation.ID, rs.ActiveOperation.Plan.Name)
+	case rs.OwedRelease != nil:
+		return fmt.Sprintf("the lease of operation %s is still to be released (ptah apply completes it)", rs.OwedRelease.OperationID)
 	}
 	return ""
 }

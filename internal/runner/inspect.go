@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,10 +15,12 @@ import (
 
 // Report is what is recorded about a resource, read without running a pass.
 type Report struct {
-	Name       string
+	Name, Kind string
 	Registered bool // false: no pass has run for it in this database yet
 	Generation int64
-	Status     api.PtahSchemaStatus
+	// Status is a PtahSchema's status; of a PtahMigration's, its run state
+	// (the rest is in Migration).
+	Status api.PtahSchemaStatus
 	// Lease is the database's lease, nil when free; LeaseWriterAlive says
 	// whether its writer session is still connected.
 	Lease            *postgres.Lease
@@ -28,15 +29,27 @@ type Report struct {
 	// gone), and Run its journal (nil before it journaled the run).
 	Writer *postgres.Activity
 	Run    *postgres.Run
-	// Approval is the live approval of the current plan, if one was
-	// recorded.
+	// Approval is the live approval of a PtahSchema's current plan, if one
+	// was recorded.
 	Approval *engine.Approval
+	// Migration is a PtahMigration's status and the live approval of its
+	// current plan; nil for a PtahSchema.
+	Migration *MigrationReport
+}
+
+// MigrationReport is what is recorded about a PtahMigration.
+type MigrationReport struct {
+	Status   api.PtahMigrationStatus
+	Approval *engine.MigrationApproval
 }
 
 // Inspect reads res's recorded status and its database's lease. It writes
 // nothing, and refuses, like every verb, state a newer ptah wrote.
 func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
-	rep := Report{Name: res.Schema.Name}
+	rep := Report{Name: res.Name(), Kind: res.Kind()}
+	if res.Migration != nil {
+		rep.Migration = &MigrationReport{}
+	}
 	if err := r.Fence(ctx); err != nil {
 		return rep, err
 	}
@@ -48,23 +61,30 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 		return rep, err
 	}
 	identity := TargetIdentityDigest(id)
-	obj, err := r.Store.Get(ctx, api.KindPtahSchema, res.namespace(), res.Schema.Name)
+	obj, err := r.Store.Get(ctx, res.Kind(), res.namespace(), res.Name())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		return rep, err
+	case res.Migration != nil:
+		rep.Registered, rep.Generation = true, obj.Generation
+		if err := decodeStatus(obj, &rep.Migration.Status); err != nil {
+			return rep, err
+		}
+		rep.Status.RunState = rep.Migration.Status.RunState
+		if rep.Migration.Approval, err = r.currentMigrationApproval(ctx, res, rep.Migration.Status.Plan); err != nil {
+			return rep, err
+		}
 	default:
 		rep.Registered, rep.Generation = true, obj.Generation
-		if len(obj.Status) > 0 {
-			if err := json.Unmarshal(obj.Status, &rep.Status); err != nil {
-				return rep, fmt.Errorf("decoding the status of %s: %w", obj.Name, err)
-			}
+		if err := decodeStatus(obj, &rep.Status); err != nil {
+			return rep, err
 		}
 		if rep.Approval, err = r.currentApproval(ctx, res.namespace(), res.Schema.Name, rep.Status); err != nil {
 			return rep, err
 		}
 	}
-	rep.Lease, err = postgres.LeaseHolder(ctx, r.Target, CoordinationDigest(res.Schema.Spec, identity))
+	rep.Lease, err = postgres.LeaseHolder(ctx, r.Target, res.coordination(identity))
 	if err != nil || rep.Lease == nil {
 		return rep, err
 	}
@@ -105,23 +125,49 @@ func (r *Runner) currentApproval(ctx context.Context, namespace, name string, st
 	return nil, nil
 }
 
-// Registered lists the resources registered in this runner's database, as
-// "Kind namespace/name", sorted: every one of them counts in the census.
-func (r *Runner) Registered(ctx context.Context) ([]string, error) {
-	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchema, MetadataOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("listing registered resources: %w", err)
+// currentMigrationApproval returns the unspent approval of the plan plan
+// names, if any.
+func (r *Runner) currentMigrationApproval(ctx context.Context, res Resource, plan *api.PlanReference) (*engine.MigrationApproval, error) {
+	if plan == nil {
+		return nil, nil
 	}
-	out := make([]string, len(objs))
-	for i, o := range objs {
-		out[i] = o.Kind + " " + o.Namespace + "/" + o.Name
+	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahMigrationApproval, Namespace: res.namespace(),
+		Labels: map[string]string{LabelMigration: res.Name()}})
+	if err != nil {
+		return nil, fmt.Errorf("reading the approvals of %s: %w", res.Name(), err)
+	}
+	for _, o := range objs {
+		a := engine.MigrationApproval{Name: o.Name, UID: o.UID}
+		if err := decodeInto(o, &a.Spec, &a.Status); err != nil {
+			return nil, err
+		}
+		if !a.Status.Spent() && a.Spec.Plan.UID == plan.UID && a.Spec.PlanFingerprint == plan.Fingerprint {
+			return &a, nil
+		}
+	}
+	return nil, nil
+}
+
+// Registered lists the resources of both families registered in this
+// runner's database, as "Kind namespace/name", sorted: every one of them
+// counts in the census.
+func (r *Runner) Registered(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, kind := range []string{api.KindPtahMigration, api.KindPtahSchema} {
+		objs, err := r.Store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("listing registered resources: %w", err)
+		}
+		for _, o := range objs {
+			out = append(out, o.Kind+" "+o.Namespace+"/"+o.Name)
+		}
 	}
 	return out, nil
 }
 
 // Registration is how Registered names res.
 func (res Resource) Registration() string {
-	return api.KindPtahSchema + " " + res.namespace() + "/" + res.Schema.Name
+	return res.Kind() + " " + res.namespace() + "/" + res.Name()
 }
 
 // Forgotten is what Forget removed, and what it kept.
@@ -144,39 +190,48 @@ var ErrNotRegistered = errors.New("no resource of that name is registered in thi
 // under its pass lock so that no pass runs it meanwhile. It refuses while
 // the record owes an outcome or a release. Approvals stay, as the audit of
 // decisions, and so does the run journal.
-func (r *Runner) Forget(ctx context.Context, namespace, name string) (Forgotten, error) {
-	out := Forgotten{Resource: api.KindPtahSchema + " " + namespace + "/" + name}
+func (r *Runner) Forget(ctx context.Context, kind, namespace, name string) (Forgotten, error) {
+	out := Forgotten{Resource: kind + " " + namespace + "/" + name}
+	k := schemaKinds
+	if kind == api.KindPtahMigration {
+		k = migrationKinds
+	}
 	if err := r.Fence(ctx); err != nil {
 		return out, err
 	}
-	unlock, err := postgres.TryPassLock(ctx, r.Target, api.KindPtahSchema+"/"+namespace+"/"+name)
+	unlock, err := postgres.TryPassLock(ctx, r.Target, kind+"/"+namespace+"/"+name)
 	if err != nil {
 		return out, err
 	}
 	defer func() { _ = unlock(context.WithoutCancel(ctx)) }()
-	obj, err := r.Store.Get(ctx, api.KindPtahSchema, namespace, name)
+	obj, err := r.Store.Get(ctx, kind, namespace, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return out, fmt.Errorf("forgetting %s: %w", out.Resource, ErrNotRegistered)
 	}
 	if err != nil {
 		return out, err
 	}
-	var st api.PtahSchemaStatus
-	if len(obj.Status) > 0 {
-		if err := json.Unmarshal(obj.Status, &st); err != nil {
-			return out, fmt.Errorf("decoding the status of %s: %w", obj.Name, err)
-		}
+	var why string
+	if kind == api.KindPtahMigration {
+		var st api.PtahMigrationStatus
+		err, why = decodeStatus(obj, &st), engine.Forgettable(st)
+	} else {
+		var st api.PtahSchemaStatus
+		err, why = decodeStatus(obj, &st), engine.Forgettable(st)
 	}
-	if why := engine.Forgettable(st); why != "" {
+	if err != nil {
+		return out, err
+	}
+	if why != "" {
 		return out, fmt.Errorf("forgetting %s: %w: %s", out.Resource, ErrNotForgettable, why)
 	}
-	owned := store.ListOptions{Namespace: namespace, Labels: map[string]string{LabelSchema: name}, MetadataOnly: true}
-	owned.Kind = api.KindPtahSchemaPlan
+	owned := store.ListOptions{Namespace: namespace, Labels: map[string]string{k.label: name}, MetadataOnly: true}
+	owned.Kind = k.plan
 	plans, err := r.Store.List(ctx, owned)
 	if err != nil {
 		return out, err
 	}
-	owned.Kind = api.KindPtahSchemaApproval
+	owned.Kind = k.approval
 	approvals, err := r.Store.List(ctx, owned)
 	if err != nil {
 		return out, err
@@ -198,8 +253,10 @@ func (r *Runner) Forget(ctx context.Context, namespace, name string) (Forgotten,
 // History is what is recorded of a resource over time.
 type History struct {
 	Plans     []HistoryPlan
-	Approvals []engine.Approval
-	Runs      []postgres.Run // Steps holds only their count
+	Approvals []engine.Approval // a PtahSchema's
+	// MigrationApprovals are a PtahMigration's approvals.
+	MigrationApprovals []engine.MigrationApproval
+	Runs               []postgres.Run // Steps holds only their count
 }
 
 // HistoryPlan is a stored plan, by its metadata.
@@ -215,8 +272,9 @@ func (r *Runner) History(ctx context.Context, res Resource) (History, error) {
 	if err := r.Fence(ctx); err != nil {
 		return h, err
 	}
-	sel := store.ListOptions{Namespace: res.namespace(), Labels: map[string]string{LabelSchema: res.Schema.Name}}
-	sel.Kind, sel.MetadataOnly = api.KindPtahSchemaPlan, true
+	k := shellFor(res).kinds()
+	sel := store.ListOptions{Namespace: res.namespace(), Labels: map[string]string{k.label: res.Name()}}
+	sel.Kind, sel.MetadataOnly = k.plan, true
 	plans, err := r.Store.List(ctx, sel)
 	if err != nil {
 		return h, err
@@ -224,12 +282,20 @@ func (r *Runner) History(ctx context.Context, res Resource) (History, error) {
 	for _, o := range plans {
 		h.Plans = append(h.Plans, HistoryPlan{Name: o.Name, UID: o.UID, PublishedAt: o.CreatedAt})
 	}
-	sel.Kind, sel.MetadataOnly = api.KindPtahSchemaApproval, false
+	sel.Kind, sel.MetadataOnly = k.approval, false
 	approvals, err := r.Store.List(ctx, sel)
 	if err != nil {
 		return h, err
 	}
 	for _, o := range approvals {
+		if res.Migration != nil {
+			a := engine.MigrationApproval{Name: o.Name, UID: o.UID}
+			if err := decodeInto(o, &a.Spec, &a.Status); err != nil {
+				return h, err
+			}
+			h.MigrationApprovals = append(h.MigrationApprovals, a)
+			continue
+		}
 		a, err := decodeApproval(o)
 		if err != nil {
 			return h, err
@@ -238,6 +304,7 @@ func (r *Runner) History(ctx context.Context, res Resource) (History, error) {
 	}
 	slices.SortFunc(h.Plans, func(a, b HistoryPlan) int { return a.PublishedAt.Compare(b.PublishedAt) })
 	slices.SortFunc(h.Approvals, func(a, b engine.Approval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt) })
-	h.Runs, err = postgres.ListRuns(ctx, r.Target, res.Schema.Name)
+	slices.SortFunc(h.MigrationApprovals, func(a, b engine.MigrationApproval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt) })
+	h.Runs, err = postgres.ListRuns(ctx, r.Target, res.storeResource())
 	return h, err
 }

@@ -596,3 +596,36 @@ func TestMigrationBaselineAdoptsAnExistingDatabaseOnlyWhenItMatches(t *testing.T
 		}
 	})
 }
+
+// A PtahMigration's record cannot be forgotten while its run is
+// unresolved: the record is the only evidence that a person owes an
+// answer. Once resolved, it can; and ptah status's readings (Inspect,
+// Registered) name it as a PtahMigration.
+func TestMigrationRecordIsKeptWhileItsRunIsUnresolved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, "")
+	res := f.migration("app", seqFiles, api.ApplyAlways)
+	f.crashAt(FailAfterDispatch, res, Apply)
+	st := f.runMigration(res, Apply).Migration.Status
+	if st.UnresolvedRun == nil {
+		t.Fatalf("want an unresolved run: %s (%s)", st.Phase, st.Message)
+	}
+	if _, err := f.r.Forget(ctx, api.KindPtahMigration, "default", "app"); !errors.Is(err, ErrNotForgettable) {
+		t.Fatalf("forgetting an unresolved run's record: %v; want ErrNotForgettable", err)
+	}
+	rep, err := f.r.Inspect(ctx, res)
+	if err != nil || rep.Migration == nil || rep.Migration.Status.UnresolvedRun == nil || rep.Kind != api.KindPtahMigration {
+		t.Fatalf("Inspect: %v %+v", err, rep)
+	}
+	if names, err := f.r.Registered(ctx); err != nil || fmt.Sprint(names) != "[PtahMigration default/app]" {
+		t.Fatalf("Registered: %v %v", names, err)
+	}
+	if _, err := f.r.Acknowledge(ctx, res, AcknowledgeRequest{OperationID: st.UnresolvedRun.OperationID, By: "ana", Reason: "nothing ran"}); err != nil {
+		t.Fatal(err)
+	}
+	f.runMigration(res, PlanOnly) // consumes the acknowledgment
+	if _, err := f.r.Forget(ctx, api.KindPtahMigration, "default", "app"); err != nil {
+		t.Fatalf("once resolved, the record can be forgotten: %v", err)
+	}
+}
