@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,22 +74,80 @@ func runCrashChild(raw string) {
 // after a real crash.
 func (f *fixture) crashAt(point string, res Resource, mode Mode) {
 	f.t.Helper()
-	raw, err := json.Marshal(helperRequest{URL: f.url, Resource: res, Mode: mode})
+	runCrashChildAt(f.t, childCommand(f.t, f.url, res, mode, point), point)
+	f.waitForChildSessions()
+}
+
+// childCommand is the crash child that runs res in mode against the
+// database at url, stopping dead at failpoint point (at none when point
+// is "").
+func childCommand(t testing.TB, url string, res Resource, mode Mode, point string) *exec.Cmd {
+	t.Helper()
+	raw, err := json.Marshal(helperRequest{URL: url, Resource: res, Mode: mode})
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(),
-		helperEnv+"="+string(raw),
-		failpoint.EnvVar+"="+point,
-		pgtest.EnvURL+"="+f.url,
-	)
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw), pgtest.EnvURL+"="+url)
+	if point != "" {
+		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+point)
+	}
+	return cmd
+}
+
+// runCrashChildAt runs cmd, which must die at failpoint point.
+func runCrashChildAt(t testing.TB, cmd *exec.Cmd, point string) {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != failpoint.ExitCode {
-		f.t.Fatalf("the child was to die at failpoint %s (exit %d); it ended with %v:\n%s", point, failpoint.ExitCode, err, out)
+		t.Fatalf("the child was to die at failpoint %s (exit %d); it ended with %v:\n%s", point, failpoint.ExitCode, err, out)
 	}
-	f.waitForChildSessions()
+}
+
+// crashChildAt is crashAt for a test that keeps sessions of its own on
+// the database (observer among them, through which it looks): the
+// sessions connected when the child starts are the test's, and it
+// returns once every other session is gone.
+func crashChildAt(t testing.TB, url string, observer *pgx.Conn, point string, res Resource, mode Mode) {
+	t.Helper()
+	own := clientSessions(t, observer)
+	runCrashChildAt(t, childCommand(t, url, res, mode, point), point)
+	waitForOr(t, "the crashed child's sessions to end", func() string { return sessions(observer) },
+		func() bool { return onlySessions(t, observer, own) })
+}
+
+// clientSessions are the client sessions connected to observer's
+// database now, observer's own among them.
+func clientSessions(t testing.TB, observer *pgx.Conn) map[int32]bool {
+	t.Helper()
+	rows, err := observer.Query(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]bool{}
+	for _, pid := range pids {
+		out[pid] = true
+	}
+	return out
+}
+
+// onlySessions reports whether every client session of observer's
+// database is one of keep. (pg_stat_activity is read afresh each time:
+// observer is not in a transaction.)
+func onlySessions(t testing.TB, observer *pgx.Conn, keep map[int32]bool) bool {
+	t.Helper()
+	for pid := range clientSessions(t, observer) {
+		if !keep[pid] {
+			return false
+		}
+	}
+	return true
 }
 
 // waitForChildSessions waits until no session but the test's own is
@@ -125,29 +184,34 @@ func (f *fixture) waitForChildSessions() {
 // it returns.
 func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID int32) {
 	f.t.Helper()
+	return killWhileWriterWaitsOn(f.t, f.url, f.r.Target, "public.users", res)
+}
+
+// killWhileWriterWaitsOn is killWhileWriterWaits for any resource and any
+// table: a session of its own holds table in SHARE mode, from before the
+// child starts; observer is a session of the test's on the database, and
+// the sessions connected when the child starts are left alone.
+func killWhileWriterWaitsOn(t testing.TB, url string, observer *pgx.Conn, table string, res Resource) (locker pgx.Tx, writerPID int32) {
+	t.Helper()
 	ctx := context.Background()
-	lockConn, err := pgx.Connect(ctx, f.url)
+	lockConn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	f.t.Cleanup(func() { lockConn.Close(ctx) })
+	t.Cleanup(func() { lockConn.Close(ctx) })
 	locker, err = lockConn.Begin(ctx)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if _, err := locker.Exec(ctx, "LOCK TABLE users IN SHARE MODE"); err != nil {
-		f.t.Fatal(err)
+	if _, err := locker.Exec(ctx, "LOCK TABLE "+table+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
 	}
-	raw, err := json.Marshal(helperRequest{URL: f.url, Resource: res, Mode: Apply})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw), pgtest.EnvURL+"="+f.url)
+	own := clientSessions(t, observer)
+	cmd := childCommand(t, url, res, Apply, "")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer func() {
 		if cmd.ProcessState == nil {
@@ -155,31 +219,29 @@ func (f *fixture) killWhileWriterWaits(res Resource) (locker pgx.Tx, writerPID i
 			_ = cmd.Wait()
 		}
 	}()
-	// On the table's lock, not on another: opening the writer may wait a
-	// moment on the advisory lock that serializes creating ptah's tables.
-	f.eventually("the child's writer to wait on the lock", func() bool {
-		err := f.r.Target.QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
-			WHERE a.application_name LIKE 'ptah writer %' AND l.locktype = 'relation' AND NOT l.granted
-			AND l.relation = 'public.users'::regclass`).Scan(&writerPID)
+	// On the table's lock itself, not on another: opening the writer may
+	// wait a moment on the advisory lock that serializes creating ptah's
+	// tables. And in this test's database: tests run in parallel on one
+	// server.
+	waitFor(t, "the child's writer to wait on the lock", func() bool {
+		err := observer.QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+			WHERE a.datname = current_database() AND a.application_name LIKE 'ptah writer %'
+			AND l.locktype = 'relation' AND NOT l.granted AND l.relation = $1::regclass`, table).Scan(&writerPID)
 		return err == nil
 	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	f.eventuallyOr("the killed child's sessions but its writer to end", f.sessions, func() bool {
-		var others int
-		err := f.r.Target.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND backend_type = 'client backend'
-			AND pid NOT IN (pg_backend_pid(), $1, $2)`, writerPID, lockConn.PgConn().PID()).Scan(&others)
-		return err == nil && others == 0
-	})
+	own[writerPID] = true
+	waitForOr(t, "the killed child's sessions but its writer to end", func() string { return sessions(observer) },
+		func() bool { return onlySessions(t, observer, own) })
 	return locker, writerPID
 }
 
-// sessions describes the test database's client sessions.
-func (f *fixture) sessions() string {
-	rows, err := f.r.Target.Query(context.Background(), `SELECT pid, application_name, state, coalesce(wait_event_type, ''),
+// sessions describes the client sessions of observer's database.
+func sessions(observer *pgx.Conn) string {
+	rows, err := observer.Query(context.Background(), `SELECT pid, application_name, state, coalesce(wait_event_type, ''),
 		coalesce(wait_event, ''), left(query, 120) FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
 	if err != nil {
 		return "; " + err.Error()
@@ -196,19 +258,34 @@ func (f *fixture) sessions() string {
 	return "; sessions:" + out
 }
 
+// sessions describes the test database's client sessions.
+func (f *fixture) sessions() string { return sessions(f.r.Target) }
+
 // eventually polls cond until it holds, failing the test after a minute.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	f.eventuallyOr(what, func() string { return "" }, cond)
+	waitFor(f.t, what, cond)
 }
 
 // eventuallyOr is eventually, with what describe says added to the
 // failure.
 func (f *fixture) eventuallyOr(what string, describe func() string, cond func() bool) {
 	f.t.Helper()
+	waitForOr(f.t, what, describe, cond)
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	waitForOr(t, what, func() string { return "" }, cond)
+}
+
+// waitForOr is waitFor, with what describe says added to the failure.
+func waitForOr(t testing.TB, what string, describe func() string, cond func() bool) {
+	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("waited a minute for %s%s", what, describe())
+			t.Fatalf("waited a minute for %s%s", what, describe())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
