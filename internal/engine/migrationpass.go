@@ -86,6 +86,24 @@ type MigrationPassInput struct {
 	// an unresolved run's lease is owed back once its writer can no
 	// longer write, and not before.
 	LeaseHeld map[string]bool
+	// Journal is what the run journal says of the dispatched claim's run
+	// (keyed by operation ID), read by the shell: all a pass knows of a
+	// run that never reported how it ended.
+	Journal map[string]JournalReading
+}
+
+// JournalReading is what the run journal says of one run.
+type JournalReading struct {
+	// Succeeded: the journal records the run succeeded. Its success
+	// commits in the plan's last transaction, with the last file's
+	// history row: the run is known to have applied every version.
+	Succeeded bool
+	// AnyCommitted: some statement of the run is known to have committed.
+	AnyCommitted bool
+	// Versions are the versions the journal shows committed, in order.
+	Versions []string
+	// Writer is the session the journal names, nil when none.
+	Writer *api.WriterSession
 }
 
 // MigrationDecision is the migration pass's answer. Status is always the
@@ -182,8 +200,26 @@ func (f *migrationFamily) settle(in PassInput) (outcome, bool) {
 			"ptah resolve-run %s shows the evidence", u.OperationID, u.Plan.Name, u.Outcome, in.Name)), true
 }
 
+// lostDispatch: a dispatched run never reported how it ended, and its
+// writer can no longer write. The journal settles it only when it records
+// the run succeeded; anything else is for a person (Partial when the
+// journal shows a statement committed), with the writer session the
+// journal names as evidence.
 func (f *migrationFamily) lostDispatch(in PassInput, op *api.Operation) {
-	f.st.UnresolvedRun = &api.UnresolvedRun{Outcome: api.OutcomeUnknown, OperationID: op.ID, Plan: op.Plan, Deadline: op.Deadline,
+	j, read := f.in.Journal[op.ID]
+	if read && j.Succeeded {
+		f.st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: in.Now, Versions: j.Versions,
+			Message: "the run never reported how it ended; the journal records it succeeded"}
+		f.st.Plan = nil // spent
+		setPhase(&f.st.RunState, api.PhaseApplying, api.ReasonVerifying, fmt.Sprintf("applied %s (the journal records it); verifying",
+			versionList(j.Versions)))
+		return
+	}
+	outcome := api.OutcomeUnknown
+	if j.AnyCommitted {
+		outcome = api.OutcomePartial
+	}
+	f.st.UnresolvedRun = &api.UnresolvedRun{Outcome: outcome, OperationID: op.ID, Plan: op.Plan, Writer: j.Writer, Deadline: op.Deadline,
 		TargetIdentityDigest: in.TargetIdentityDigest, CoordinationDigest: op.CoordinationDigest,
 		ReportedBy: api.ReportedByDispatch, RecordedAt: in.Now}
 	setPhase(&f.st.RunState, api.PhaseBlocked, api.ReasonUnresolvedRun, fmt.Sprintf(

@@ -181,6 +181,20 @@ func TestMigrationDispatchedRunIsNeverRunAgain(t *testing.T) {
 		u.TargetIdentityDigest != "sha256:target" || d.Status.ActiveOperation != nil || d.Status.OwedRelease == nil {
 		t.Fatalf("writer gone: unresolved %+v claim %+v owed %+v", u, d.Status.ActiveOperation, d.Status.OwedRelease)
 	}
+	// The journal names the writer, and a committed statement: Partial,
+	// with the session as evidence. Only a journal that records the run
+	// succeeded settles it without a person.
+	writer := &api.WriterSession{PID: 7, BackendStart: t0}
+	in.Journal = map[string]JournalReading{op.ID: {AnyCommitted: true, Versions: []string{"3"}, Writer: writer}}
+	if u := MigrationPass(in).Status.UnresolvedRun; u == nil || u.Outcome != api.OutcomePartial || u.Writer != writer {
+		t.Fatalf("journal with a commit: unresolved %+v", u)
+	}
+	in.Journal = map[string]JournalReading{op.ID: {Succeeded: true, AnyCommitted: true, Versions: []string{"3", "4"}}}
+	if s := MigrationPass(in).Status; s.UnresolvedRun != nil || s.LastRun == nil || s.LastRun.Outcome != api.OutcomeSucceeded ||
+		strings.Join(s.LastRun.Versions, ",") != "3,4" || s.OwedRelease == nil || s.Reason != api.ReasonVerifying {
+		t.Fatalf("journal records success: %+v", s)
+	}
+	in.Journal = nil
 	// The release is completed, then the resource stays Blocked, whatever
 	// else the readings say, until a person settles the run.
 	in.Status = d.Status

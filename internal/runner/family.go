@@ -286,6 +286,11 @@ func (m *migrationShell) read(ctx context.Context, p *pass, self store.Object) e
 		}
 		m.in.Acknowledgments = append(m.in.Acknowledgments, a)
 	}
+	if op := m.in.Status.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		if err := m.readJournal(ctx, p, op); err != nil {
+			return err
+		}
+	}
 	if u := m.in.Status.UnresolvedRun; u != nil {
 		lease, err := postgres.LeaseHolder(ctx, p.Target, u.CoordinationDigest)
 		if err != nil {
@@ -304,6 +309,35 @@ func (m *migrationShell) read(ctx context.Context, p *pass, self store.Object) e
 		return err
 	}
 	m.in.CurrentPlan = &plan
+	return nil
+}
+
+// readJournal reads what the journal says of the dispatched run of op,
+// for the pass to settle it if its writer is gone (engine.JournalReading).
+// A run the journal lacks, or that cannot be read, says nothing.
+func (m *migrationShell) readJournal(ctx context.Context, p *pass, op *api.Operation) error {
+	run, err := postgres.ReadRun(ctx, p.Target, op.ID)
+	if errors.Is(err, postgres.ErrRunNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the journal of operation %s: %w", op.ID, err)
+	}
+	j := engine.JournalReading{Succeeded: run.Committed(), AnyCommitted: run.AnyCommitted(), Writer: writerSession(run)}
+	if j.Succeeded {
+		o, err := p.currentPlan(ctx, &op.Plan)
+		if err != nil {
+			return err
+		}
+		if o == nil {
+			j.Succeeded = false // the plan it ran is gone: which versions it applied is for a person to say
+		} else if plan, err := decodeMigrationPlan(*o); err == nil {
+			for _, v := range plan.Spec.Versions {
+				j.Versions = append(j.Versions, v.Version)
+			}
+		}
+	}
+	m.in.Journal = map[string]engine.JournalReading{op.ID: j}
 	return nil
 }
 

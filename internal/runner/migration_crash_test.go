@@ -213,11 +213,12 @@ func (c *crashMig) lease(digest string) *postgres.Lease {
 }
 
 // unresolved runs an apply pass, twice, after the run op died: each
-// records it as unresolved, reported by the dispatch marker alone (the
-// run never reported how it ended: the outcome is Unknown), Blocks, and
-// dispatches nothing; the first gives the dead run's lease back, since
-// its writer can no longer write.
-func (c *crashMig) unresolved(op api.Operation) api.UnresolvedRun {
+// records it as unresolved, reported by the dispatch marker (the run never
+// reported how it ended), with outcome (Partial when the journal shows a
+// statement of it committed, else Unknown) and the writer session the
+// journal names, Blocks, and dispatches nothing; the first gives the dead
+// run's lease back, since its writer can no longer write.
+func (c *crashMig) unresolved(op api.Operation, outcome string) api.UnresolvedRun {
 	c.t.Helper()
 	var u api.UnresolvedRun
 	for range 2 {
@@ -230,10 +231,11 @@ func (c *crashMig) unresolved(op api.Operation) api.UnresolvedRun {
 				st.ActiveOperation, st.UnresolvedRun)
 		}
 		u = *st.UnresolvedRun
-		if u.OperationID != op.ID || u.Plan != op.Plan || u.Outcome != api.OutcomeUnknown || u.ReportedBy != api.ReportedByDispatch ||
-			u.CoordinationDigest != op.CoordinationDigest || !u.Deadline.Equal(op.Deadline) || u.TargetIdentityDigest != c.identity {
-			c.t.Fatalf("unresolved run %+v; want operation %s of plan %s on database %s, outcome Unknown, reported by Dispatch",
-				u, op.ID, op.Plan.Name, c.identity)
+		if u.OperationID != op.ID || u.Plan != op.Plan || u.Outcome != outcome || u.ReportedBy != api.ReportedByDispatch ||
+			u.CoordinationDigest != op.CoordinationDigest || !u.Deadline.Equal(op.Deadline) || u.TargetIdentityDigest != c.identity ||
+			u.Writer == nil || u.Writer.PID == 0 {
+			c.t.Fatalf("unresolved run %+v; want operation %s of plan %s on database %s, outcome %s, reported by Dispatch, "+
+				"naming the writer session", u, op.ID, op.Plan.Name, c.identity, outcome)
 		}
 		if st.OwedRelease != nil || c.lease(op.CoordinationDigest) != nil {
 			c.t.Fatalf("the dead run's lease must be given back: owed %+v, lease %+v", st.OwedRelease, c.lease(op.CoordinationDigest))
@@ -335,7 +337,7 @@ func TestMigrationCrashBetweenFiles(t *testing.T) {
 		t.Fatalf("the dead run's journal must be unfinished with the first file committed: %+v (steps %v)", crashed, stepVersions(crashed))
 	}
 
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomePartial)
 	c.logged("0001")
 	ev := c.evidence(op.ID)
 	if got, want := versionEvidence(ev), []string{"0001 2/2 recorded", "0002 0/0", "0003 0/0", "0004 0/0"}; !slices.Equal(got, want) {
@@ -378,7 +380,7 @@ func TestMigrationCrashInsideATransactionalFile(t *testing.T) {
 		t.Fatalf("nothing of 0002 may have committed: table b %v, journal %+v (steps %v)", c.exists("public.b"), crashed, stepVersions(crashed))
 	}
 
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomePartial)
 	if got, want := versionEvidence(c.evidence(op.ID)), []string{"0001 2/2 recorded", "0002 0/0", "0003 0/0"}; !slices.Equal(got, want) {
 		t.Fatalf("evidence %q; want %q", got, want)
 	}
@@ -421,14 +423,14 @@ func TestMigrationCrashInsideANoTransactionFile(t *testing.T) {
 		t.Fatalf("the journal must show 0002's first statement committed and its second started: %+v (steps %v)", crashed, stepVersions(crashed))
 	}
 
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomePartial)
 	ev := c.evidence(op.ID)
 	want := []string{"0001 1/1 recorded", "0002 2/1 in flight: INSERT INTO public.log (tag) VALUES ('0002-2')", "0003 0/0", "0004 0/0"}
 	if got := versionEvidence(ev); !slices.Equal(got, want) {
 		t.Fatalf("evidence %q; want %q", got, want)
 	}
 	// Nothing runs until the person has acted: the unresolved run holds.
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomePartial)
 	c.logged("0001", "0002-1")
 
 	// The person: the statement in flight never took effect (no 0002-2
@@ -510,7 +512,7 @@ func TestMigrationCrashWhileTheWriterWaitsOnALock(t *testing.T) {
 		err := c.conn.QueryRow(c.ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", writerPID).Scan(&gone)
 		return err == nil && gone
 	})
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomePartial)
 	c.requireHistory("0001:run")
 	c.logged("0001")
 	crashed := c.journal(op.ID)
@@ -575,7 +577,7 @@ func TestMigrationCrashAfterTheDispatchMarker(t *testing.T) {
 	c.requireHistory()
 	c.logged()
 
-	c.unresolved(op)
+	c.unresolved(op, api.OutcomeUnknown)
 	if got, want := versionEvidence(c.evidence(op.ID)), []string{"0001 0/0", "0002 0/0", "0003 0/0"}; !slices.Equal(got, want) {
 		t.Fatalf("evidence %q; want %q", got, want)
 	}

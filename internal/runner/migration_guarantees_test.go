@@ -195,7 +195,7 @@ func TestMigrationApplyIsNeverRecreatedOnceDispatched(t *testing.T) {
 		// A no-transaction file stopped part way: its first statement
 		// committed, the second's start is journaled; the person finishes
 		// the file by hand and marks it applied.
-		{point: failpoint.MidNoTxPhase, outcome: api.OutcomeUnknown, reported: api.ReportedByDispatch, mark: []string{"0003"}},
+		{point: failpoint.MidNoTxPhase, outcome: api.OutcomePartial, reported: api.ReportedByDispatch, mark: []string{"0003"}},
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			t.Parallel()
@@ -627,5 +627,29 @@ func TestMigrationRecordIsKeptWhileItsRunIsUnresolved(t *testing.T) {
 	f.runMigration(res, PlanOnly) // consumes the acknowledgment
 	if _, err := f.r.Forget(ctx, api.KindPtahMigration, "default", "app"); err != nil {
 		t.Fatalf("once resolved, the record can be forgotten: %v", err)
+	}
+}
+
+// What a reading can settle is not left to a person: a run that died after
+// its last file committed (the journal records it succeeded, in that
+// file's transaction) is accounted as succeeded, and nothing runs again.
+func TestMigrationRunTheJournalRecordsAsSucceededNeedsNoPerson(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	res := f.migration("app", seqFiles, api.ApplyAlways)
+	f.crashAt(FailAfterExecution, res, Apply)
+	op := f.migStatus(res).ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
+		t.Fatalf("the crashed run's claim must be dispatched: %+v", op)
+	}
+	got := f.runMigration(res, Apply)
+	st := got.Migration.Status
+	if st.Phase != api.PhaseInSync || st.UnresolvedRun != nil || st.LastRun == nil || st.LastRun.OperationID != op.ID ||
+		st.LastRun.Outcome != api.OutcomeSucceeded || len(got.Dispatched) != 0 || len(f.runs()) != 1 {
+		t.Fatalf("want InSync with the run accounted as succeeded, nothing run again: %s (%s), last %+v, unresolved %+v, journal %v",
+			st.Phase, st.Message, st.LastRun, st.UnresolvedRun, f.runs())
+	}
+	if h := historyVersions(f.migHistory(res)); fmt.Sprint(h) != "[0001:run 0002:run 0003:run]" || f.lease(op.CoordinationDigest) != nil {
+		t.Fatalf("history %v, lease %+v", h, f.lease(op.CoordinationDigest))
 	}
 }
