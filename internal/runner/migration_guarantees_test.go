@@ -653,3 +653,51 @@ func TestMigrationRunTheJournalRecordsAsSucceededNeedsNoPerson(t *testing.T) {
 		t.Fatalf("history %v, lease %+v", h, f.lease(op.CoordinationDigest))
 	}
 }
+
+// A file the run stopped part way must be accounted for by the person who
+// resolves the run: marked applied (finished by hand), or named to run
+// again (its committed part undone by hand). An acknowledgment that does
+// neither is refused and records nothing, since the next run would repeat
+// what committed.
+func TestMigrationResolutionAccountsForAFileStoppedPartWay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, "")
+	res := f.migration("app", threeFiles, api.ApplyAlways)
+	f.crashAt(failpoint.MidNoTxPhase, res, Apply)
+	ev, err := f.r.Evidence(ctx, res) // settles the dead claim into an unresolved run first
+	if err != nil || ev.Unresolved == nil {
+		t.Fatalf("evidence: %v %+v", err, ev)
+	}
+	op := ev.Unresolved.OperationID
+	var partial VersionEvidence
+	for _, v := range ev.Versions {
+		if v.Version == "0003" {
+			partial = v
+		}
+	}
+	if partial.Recorded || partial.Committed != 1 || partial.Started != 2 || len(partial.InFlight) != 1 ||
+		!strings.Contains(partial.InFlight[0].Statement, "posts_user") {
+		t.Fatalf("the evidence of 0003: %+v", partial)
+	}
+	for _, req := range []AcknowledgeRequest{
+		{OperationID: op, By: "ana", Reason: "x"},
+		{OperationID: op, By: "ana", Reason: "x", Rerun: []string{"0002"}},
+		{OperationID: op, By: "ana", Reason: "x", Rerun: []string{"0003"}, MarkApplied: []string{"0003"}},
+	} {
+		if _, err := f.r.Acknowledge(ctx, res, req); !errors.Is(err, ErrUnaccounted) {
+			t.Fatalf("%+v: %v; want ErrUnaccounted", req, err)
+		}
+	}
+	if got := f.migStatus(res).UnresolvedRun; got == nil || got.OperationID != op {
+		t.Fatalf("a refused acknowledgment records nothing: %+v", got)
+	}
+	f.exec("DROP INDEX public.users_email") // the person undoes what committed
+	if _, err := f.r.Acknowledge(ctx, res, AcknowledgeRequest{OperationID: op, By: "ana", Reason: "undid users_email", Rerun: []string{"0003"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.runMigration(res, Apply)
+	if st := got.Migration.Status; st.Phase != api.PhaseInSync || len(got.Dispatched) != 1 || !f.indexExists("users_email") || !f.indexExists("posts_user") {
+		t.Fatalf("0003 runs again, whole, once: %s (%s), dispatched %v", st.Phase, st.Message, got.Dispatched)
+	}
+}

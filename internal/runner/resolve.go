@@ -26,6 +26,9 @@ var (
 	// ErrWriterMayStillWrite: the run's writer may still be writing; no
 	// one can establish what it did yet.
 	ErrWriterMayStillWrite = errors.New("the run's writer may still be writing")
+	// ErrUnaccounted: a file of the run committed part of itself, and the
+	// acknowledgment neither marks it applied nor says it is to run again.
+	ErrUnaccounted = errors.New("a file the run stopped part way is not accounted for")
 )
 
 // Evidence is what a person needs to settle a PtahMigration's unresolved
@@ -74,6 +77,17 @@ func (r *Runner) Evidence(ctx context.Context, res Resource) (*Evidence, error) 
 	obj, st, err := r.migrationStatus(ctx, res)
 	if err != nil {
 		return nil, err
+	}
+	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		// A run dispatched and never accounted for: a pass records what
+		// it is (unresolved, once its writer is gone) before anyone can
+		// look at it as such. It runs nothing.
+		if _, err := r.Run(ctx, res, PlanOnly); err != nil {
+			return nil, err
+		}
+		if obj, st, err = r.migrationStatus(ctx, res); err != nil {
+			return nil, err
+		}
 	}
 	ev := &Evidence{Migration: obj.Name, Unresolved: st.UnresolvedRun}
 	u := st.UnresolvedRun
@@ -133,8 +147,15 @@ type AcknowledgeRequest struct {
 	OperationID string
 	By, Reason  string
 	// MarkApplied are versions of the run's plan, missing from the
-	// history, that the person established the run applied.
+	// history, that the person established the run applied (or completed
+	// by hand).
 	MarkApplied []string
+	// Rerun are versions of the run's plan that the journal shows
+	// committed in part, which the person undid by hand: they run again,
+	// whole, in the next plan. A file that committed part of itself and is
+	// in neither list is refused (ErrUnaccounted): its next run would
+	// repeat what committed.
+	Rerun []string
 }
 
 // Acknowledged is the recorded acknowledgment.
@@ -171,6 +192,9 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 	}
 	marks, err := markable(ev, res, req.MarkApplied)
 	if err != nil {
+		return Acknowledged{}, err
+	}
+	if err := accounted(ev, req); err != nil {
 		return Acknowledged{}, err
 	}
 	obj, _, err := r.migrationStatus(ctx, res)
@@ -255,6 +279,45 @@ func markable(ev *Evidence, res Resource, versions []string) ([]api.MigrationVer
 		return nil, fmt.Errorf("%w: %s; nothing was recorded", ErrNotMarkable, strings.Join(problems, "; "))
 	}
 	return out, nil
+}
+
+// accounted refuses an acknowledgment that leaves a file the run stopped
+// part way (the journal shows some of its statements committed, the
+// history does not record it) in neither MarkApplied nor Rerun; and a
+// Rerun version that is not such a file.
+func accounted(ev *Evidence, req AcknowledgeRequest) error {
+	in := func(list []string, v string) bool {
+		for _, x := range list {
+			if canonical(x) == canonical(v) {
+				return true
+			}
+		}
+		return false
+	}
+	var problems []string
+	partial := map[string]bool{}
+	for _, v := range ev.Versions {
+		if v.Recorded || v.Committed == 0 {
+			continue
+		}
+		partial[canonical(v.Version)] = true
+		if !in(req.MarkApplied, v.Version) && !in(req.Rerun, v.Version) {
+			problems = append(problems, fmt.Sprintf("version %s committed %d of its statements (the journal shows %d started): "+
+				"finish it by hand and mark it applied, or undo what committed and name it to run again", v.Version, v.Committed, v.Started))
+		}
+	}
+	for _, v := range req.Rerun {
+		if !partial[canonical(v)] {
+			problems = append(problems, fmt.Sprintf("version %s is not a file the run stopped part way: it runs again anyway if the history lacks it", v))
+		}
+		if in(req.MarkApplied, v) {
+			problems = append(problems, fmt.Sprintf("version %s is both marked applied and named to run again", v))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s; nothing was recorded", ErrUnaccounted, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 func inSource(res Resource, v api.MigrationVersion) bool {
