@@ -258,20 +258,10 @@ func sessions(observer *pgx.Conn) string {
 	return "; sessions:" + out
 }
 
-// sessions describes the test database's client sessions.
-func (f *fixture) sessions() string { return sessions(f.r.Target) }
-
 // eventually polls cond until it holds, failing the test after a minute.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
 	waitFor(f.t, what, cond)
-}
-
-// eventuallyOr is eventually, with what describe says added to the
-// failure.
-func (f *fixture) eventuallyOr(what string, describe func() string, cond func() bool) {
-	f.t.Helper()
-	waitForOr(f.t, what, describe, cond)
 }
 
 // waitFor polls cond until it holds, failing the test after a minute.
