@@ -120,13 +120,18 @@ func (a *app) applyOptions(args []string) (applyOptions, error) {
 // applied is one resource's outcome of ptah apply.
 type applied struct {
 	Resource *config.Resource
-	Status   api.PtahSchemaStatus
-	// Executed: this invocation ran a plan (Status.Applied is that run).
-	Executed bool
+	// Status is a PtahSchema's status; of a PtahMigration's, only its run
+	// state (Migration has the rest).
+	Status    api.PtahSchemaStatus
+	Migration *api.PtahMigrationStatus
+	// Executed: this invocation ran a plan (Status.Applied, or
+	// Migration.LastRun or UnresolvedRun, is that run).
+	Executed   bool
+	Dispatched []string
 }
 
 func (a *app) runApply(ctx context.Context, o applyOptions) error {
-	sel, err := a.selectResources(o.File, o.Names)
+	sel, err := a.selectResources(o.File, o.Names, sourcesRequired)
 	if err != nil {
 		return err
 	}
@@ -142,7 +147,7 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 	for i, in := range sel.inputs {
 		res := sel.resources[i]
 		r := t.runner(in)
-		steps := newStepPrinter(a.stderr, res.Schema.Name, a.stderrIsTerminal())
+		steps := newStepPrinter(a.stderr, res.Name(), a.stderrIsTerminal())
 		r.Progress = steps.step
 		out, err := r.Run(ctx, in, runner.Apply)
 		steps.finish()
@@ -156,8 +161,13 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 			_ = a.renderApplied(o.Output, results)
 			return fmt.Errorf("applying %s: %w", res.Ref(), err)
 		}
-		ap := applied{Resource: res, Status: out.Status}
-		ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
+		ap := applied{Resource: res, Status: out.Status, Dispatched: out.Dispatched}
+		if m := out.Migration; m != nil {
+			ms := m.Status
+			ap.Migration, ap.Executed = &ms, len(out.Dispatched) > 0
+		} else {
+			ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
+		}
 		results = append(results, ap)
 	}
 	if err := a.renderApplied(o.Output, results); err != nil {
@@ -170,6 +180,9 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 // the pass left, which its accounting wrote even after the interrupt), and
 // what comes next.
 func interrupted(cause error, res *config.Resource, out runner.Result) error {
+	if out.Migration != nil {
+		return migrationInterrupted(cause, res, out)
+	}
 	st := out.Status
 	var what, next string
 	ap := st.Applied
@@ -202,7 +215,13 @@ func interrupted(cause error, res *config.Resource, out runner.Result) error {
 // afterSpentApproval is what comes after a run that did not complete: its
 // approval authorized that one run.
 func afterSpentApproval(res *config.Resource) string {
-	if res.Schema.Spec.Policy.Apply == api.ApplyAlways {
+	policy := api.ApplyPolicy("")
+	if res.Migration != nil {
+		policy = res.Migration.Spec.Policy.Apply
+	} else {
+		policy = res.Schema.Spec.Policy.Apply
+	}
+	if policy == api.ApplyAlways {
 		return "the next ptah apply plans again from the database as it is and runs that plan (a destructive one waits for an approval)"
 	}
 	return "an approval authorizes one run: ptah plan publishes a new plan from the database as it is, which needs its own ptah approve"
@@ -213,7 +232,7 @@ func afterSpentApproval(res *config.Resource) string {
 // named.
 func phaseError(results []applied) error {
 	worst, rank := error(nil), 0
-	var lines, reasons []string
+	var lines, reasons, names []string
 	for _, r := range results {
 		n, err := phaseOutcome(r.Status.Phase)
 		if err == nil {
@@ -221,7 +240,7 @@ func phaseError(results []applied) error {
 		}
 		// The message was printed with the result; name the stop only.
 		lines = append(lines, fmt.Sprintf("%s is %s", r.Resource.Ref(), phaseWithReason(r.Status.Phase, r.Status.Reason)))
-		reasons = append(reasons, r.Status.Reason)
+		reasons, names = append(reasons, r.Status.Reason), append(names, r.Resource.Name())
 		if n > rank {
 			worst, rank = err, n
 		}
@@ -229,7 +248,7 @@ func phaseError(results []applied) error {
 	if worst == nil {
 		return nil
 	}
-	return &stopError{class: worst, reasons: reasons, detail: strings.Join(lines, "; ")}
+	return &stopError{class: worst, reasons: reasons, names: names, detail: strings.Join(lines, "; ")}
 }
 
 // phaseWithReason is "Phase (Reason)", or "Phase" when the reason only
@@ -267,13 +286,22 @@ func (a *app) renderApplied(output string, results []applied) error {
 		items := make([]statusItem, len(results))
 		for i, r := range results {
 			st := r.Status
-			items[i] = statusItem{Resource: refOf(r.Resource.Schema), Registered: true, Executed: &r.Executed, Status: &st}
+			items[i] = statusItem{Resource: refOf(r.Resource), Registered: true, Executed: &r.Executed}
+			if r.Migration != nil {
+				items[i].Migration = r.Migration
+			} else {
+				items[i].Status = &st
+			}
 		}
 		return writeJSON(a.stdout, statusOutput{Items: items})
 	}
 	st := newStyles(a.stdout, colorProfile(a.stdout))
 	var b strings.Builder
 	for _, r := range results {
+		if r.Migration != nil {
+			writeMigrationApplied(&b, st, r)
+			continue
+		}
 		fmt.Fprintf(&b, "%s: %s", st.header.Render(r.Resource.Ref()), phaseText(st, r.Status.Phase))
 		if r.Executed {
 			ap := r.Status.Applied

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/runner"
 	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 const approveLong = `Record an approval of one published plan, named by its UID (ptah plan
@@ -20,6 +21,10 @@ input the plan was computed from: the declared files, the database's
 identity and observed state, the policy and the ptah version. ptah apply
 runs the plan only while all of them still hold; a plan replaced by a new
 one, even with the same name and content, is not authorized by it.
+
+A PtahMigration's approval also binds the history its versions were
+selected against (the history fingerprint), and authorizes one run: it is
+spent when that run is dispatched, however the run ends.
 
 approve refuses a UID that names no plan, a plan that is no longer its
 resource's current plan, a stored plan whose statements no longer match its
@@ -100,7 +105,7 @@ type approvalItem struct {
 }
 
 func (a *app) runApprove(ctx context.Context, o approveOptions) error {
-	sel, err := a.selectResources(o.File, nil)
+	sel, err := a.selectResources(o.File, nil, sourcesUnread)
 	if err != nil {
 		return err
 	}
@@ -131,8 +136,12 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 		if o.Output == outputJSON {
 			return writeJSON(a.stdout, approvalOutput{Approval: approvalItem{Metadata: jsonMeta{Name: ap.Name, UID: ap.UID}, Spec: ap.Spec}})
 		}
+		of, apply := ap.Resource, ap.Resource
+		if ap.ResourceKind == api.KindPtahMigration {
+			of, apply = api.KindPtahMigration+" "+ap.Resource, api.KindPtahMigration+"/"+ap.Resource
+		}
 		_, err = fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\nptah apply %s runs it.\n",
-			ap.Plan.Name, ap.Plan.UID, ap.Resource, ap.Approver, ap.Resource)
+			ap.Plan.Name, ap.Plan.UID, of, ap.Approver, apply)
 		return err
 	}
 	// The name ptah plan prints most prominently is not the UID: point a

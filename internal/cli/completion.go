@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/config"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Dynamic shell completion (ptah completion bash|zsh|fish|powershell prints
@@ -40,9 +42,9 @@ func (a *app) completeDeclared(cmd *cobra.Command, args []string, _ string) ([]s
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var names []string
-	for _, r := range f.Resources {
-		if !slices.Contains(args, r.Schema.Name) {
-			names = append(names, r.Schema.Name)
+	for _, r := range f.Documents {
+		if !slices.Contains(args, r.Name()) && !slices.Contains(names, r.Name()) {
+			names = append(names, r.Name())
 		}
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
@@ -61,7 +63,10 @@ func (a *app) completeRegistered(cmd *cobra.Command, args []string, _ string) ([
 			return
 		}
 		for _, u := range unlisted {
-			names = append(names, unlistedName(u))
+			// forget removes PtahSchema records only (see runner.Forget).
+			if strings.HasPrefix(u, api.KindPtahSchema+" ") {
+				names = append(names, unlistedName(u))
+			}
 		}
 	})
 	return names, cobra.ShellCompDirectiveNoFileComp
@@ -75,12 +80,19 @@ func (a *app) completePlanUIDs(cmd *cobra.Command, args []string, _ string) ([]s
 	}
 	var uids []string
 	a.withTargets(cmd, func(ctx context.Context, t *targets, sel *selection) {
-		for _, in := range sel.inputs {
-			rep, err := t.runner(in).Inspect(ctx, in)
-			if err != nil || rep.Status.Plan == nil {
-				continue
+		for i, in := range sel.inputs {
+			var plan *api.PlanReference
+			if in.Migration != nil {
+				item, err := inspectMigration(ctx, t.runner(in), in)
+				if err == nil && item.Migration != nil {
+					plan = item.Migration.Plan
+				}
+			} else if rep, err := t.runner(in).Inspect(ctx, in); err == nil {
+				plan = rep.Status.Plan
 			}
-			uids = append(uids, rep.Status.Plan.UID+"\t"+in.Schema.Name+": plan "+rep.Status.Plan.Name)
+			if plan != nil {
+				uids = append(uids, plan.UID+"\t"+sel.resources[i].Name()+": plan "+plan.Name)
+			}
 		}
 	})
 	return uids, cobra.ShellCompDirectiveNoFileComp
@@ -91,7 +103,7 @@ func (a *app) withTargets(cmd *cobra.Command, fn func(context.Context, *targets,
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
 	quiet := &app{stdout: a.stdout, stderr: discard{}, secrets: a.secrets}
-	sel, err := quiet.selectResources(completionFile(cmd), nil)
+	sel, err := quiet.selectResources(completionFile(cmd), nil, sourcesUnread)
 	if err != nil {
 		return
 	}

@@ -25,7 +25,10 @@ var (
 type stopError struct {
 	class   error
 	reasons []string
-	detail  string
+	// names are the resources' names, one per reason, for hints that
+	// give the command to run next.
+	names  []string
+	detail string
 }
 
 func (e *stopError) Error() string { return e.class.Error() + ": " + e.detail }
@@ -50,4 +53,15 @@ func (e *usageError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// namesWith are the names of the resources that stopped for reason.
+func (e *stopError) namesWith(reason string) []string {
+	var out []string
+	for i, r := range e.reasons {
+		if r == reason && i < len(e.names) {
+			out = append(out, e.names[i])
+		}
+	}
+	return out
 }

@@ -41,6 +41,11 @@ const (
 	ExitObserveTimeout   = 17
 	// The migration family.
 	ExitSource = 18
+	// resolve-run's refusals, each its own code so that a script can tell
+	// "someone settled it already" from "that was the wrong run".
+	ExitNothingUnresolved = 19
+	ExitWrongOperation    = 20
+	ExitNotMarkable       = 21
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -75,9 +80,9 @@ var outcomes = []outcome{
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
 	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
 		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
-	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release",
+	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass; a migration's history that does not match its files, or a run only a person can settle); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release. resolve-run: the run's writer session may still be writing",
 		"the message says what blocks it; ptah status shows the same"},
-	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan",
+	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan (a migration: the versions before the failed file stay applied, the failed file rolled back)",
 		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
 	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan. forget: no resource of that name is registered",
 		"run ptah plan to publish the current plan and approve the UID it shows"},
@@ -91,6 +96,12 @@ var outcomes = []outcome{
 		"the message names the session holding the lock: retry once it is done, or raise --observe-timeout"},
 	{ExitSource, "a PtahMigration's source directory cannot be read as a versioned sequence: file names that fit no layout or several, duplicate versions, a file with no statement or with transaction control, a ptah.sum that does not match",
 		"fix what is named above; after a change to files that is meant, ptah migrate hash writes ptah.sum again"},
+	{ExitNothingUnresolved, "resolve-run --operation: the migration has no unresolved run (settled already, or never uncertain); nothing was recorded",
+		"ptah status NAME shows where it stands; ptah resolve-run NAME without --operation shows whether anything is unresolved"},
+	{ExitWrongOperation, "resolve-run --operation: the operation named is not the unresolved run's (mistyped, or an older run's); nothing was recorded",
+		"run ptah resolve-run NAME: it shows the unresolved run's operation and its evidence; settle that one"},
+	{ExitNotMarkable, "resolve-run --mark-applied: a version is not in the run's plan, is in the history already, or is not in the source with the checksum the run ran; nothing was recorded",
+		"mark only versions ptah resolve-run NAME lists as not recorded, and only those you established the run applied in full"},
 	{ExitInterrupted, "interrupted",
 		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
 }
@@ -112,6 +123,17 @@ func hintFor(err error, code int) string {
 		return "a run's writer session may still be writing; wait for it to end (ptah status shows its session and deadline), then run ptah apply again, which settles the run by observing the database"
 	case stopped && stop.hasReason(api.ReasonDestructiveNotAllowed):
 		return "review the statements marked deletes-data; to run them, set spec.policy.allowDestructive: true, run ptah plan and approve the plan it shows"
+	case stopped && stop.hasReason(api.ReasonUnresolvedRun):
+		return fmt.Sprintf("establish what the run did before anything runs again: ptah resolve-run %s shows the journal's evidence and the command that records what you found",
+			strings.Join(stop.namesWith(api.ReasonUnresolvedRun), ", ptah resolve-run "))
+	case stopped && stop.hasReason(api.ReasonHistoryDirty):
+		return "the journal shows a run that never finished and no record stands for it; ptah status names it: find out what it did, and make the history say so, before anything runs again"
+	case stopped && stop.hasReason(api.ReasonSourceInvalid):
+		return lookupOutcome(ExitSource).hint
+	case stopped && (stop.hasReason(api.ReasonHistoryModified) || stop.hasReason(api.ReasonHistoryAhead) || stop.hasReason(api.ReasonOutOfOrder)):
+		return "the migration's files no longer match the history its database records (the message names the versions): restore the files as they were applied; a new change goes in a new file with a higher version"
+	case errors.Is(err, runner.ErrWriterMayStillWrite):
+		return "wait until the run's writer session has ended or its deadline has passed (ptah resolve-run NAME shows both), then look at the evidence again; what it did is not settled while it may still write"
 	case stopped && stop.hasReason(api.ReasonPlanDoesNotConverge):
 		return "the plan that ran is planned again from the database it produced; please report it with ptah plan -o sql, and change the declaration or the database to move on"
 	case errors.Is(err, runner.ErrFingerprintMismatch):
@@ -156,7 +178,7 @@ func exitCode(err error) int {
 	case errors.Is(err, errAwaitingApproval):
 		return ExitAwaitingApproval
 	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy), errors.Is(err, runner.ErrNotRunnable),
-		errors.Is(err, runner.ErrNotForgettable):
+		errors.Is(err, runner.ErrNotForgettable), errors.Is(err, runner.ErrWriterMayStillWrite):
 		return ExitBlocked
 	case errors.Is(err, errApplyFailed):
 		return ExitApplyFailed
@@ -170,8 +192,14 @@ func exitCode(err error) int {
 		return ExitObserveTimeout
 	case errors.Is(err, errState):
 		return ExitState
-	case errors.As(err, new(*migrate.SourceError)):
+	case errors.As(err, new(*migrate.SourceError)), errors.As(err, new(*sourceUnreadable)):
 		return ExitSource
+	case errors.Is(err, runner.ErrNothingUnresolved):
+		return ExitNothingUnresolved
+	case errors.Is(err, runner.ErrWrongOperation):
+		return ExitWrongOperation
+	case errors.Is(err, runner.ErrNotMarkable):
+		return ExitNotMarkable
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	default:
@@ -183,9 +211,10 @@ func exitCode(err error) int {
 // lists; a test holds them to every exit code the end-to-end scripts see.
 var commandCodes = map[string][]int{
 	"plan": {ExitOK, ExitInternal, ExitChanges, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported,
-		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitObserveTimeout, ExitInterrupted},
+		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource, ExitInterrupted},
 	"apply": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported, ExitDevDatabase,
-		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitObserveTimeout, ExitInterrupted},
+		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource,
+		ExitInterrupted},
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
 		ExitFutureState, ExitState, ExitInterrupted},
 	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
@@ -193,6 +222,8 @@ var commandCodes = map[string][]int{
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
+	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitFutureState, ExitState, ExitSource,
+		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitInterrupted},
 }
 
 // exitCodeHelp renders the exit code table for --help: the codes command

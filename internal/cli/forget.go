@@ -75,12 +75,12 @@ type forgottenItem struct {
 }
 
 func (a *app) runForget(ctx context.Context, o forgetOptions) error {
-	sel, err := a.selectResources(o.File, nil)
+	sel, err := a.selectResources(o.File, nil, sourcesUnread)
 	if err != nil {
 		return err
 	}
 	for _, r := range sel.resources {
-		if r.Schema.Name == o.Name {
+		if r.Schema != nil && r.Name() == o.Name {
 			return usageErrorf("%s declares %s: its next pass would register it again; remove it from the file first", o.File, r.Ref())
 		}
 	}

@@ -87,7 +87,7 @@ type (
 )
 
 func (a *app) runHistory(ctx context.Context, o historyOptions) error {
-	sel, err := a.selectResources(o.File, o.Names)
+	sel, err := a.selectResources(o.File, o.Names, schemasOnly)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (a *app) runHistory(ctx context.Context, o historyOptions) error {
 		if err != nil {
 			return fmt.Errorf("reading the history of %s: %w", sel.resources[i].Ref(), err)
 		}
-		item := historyItem{Resource: refOf(in.Schema), Plans: []historyPlan{}, Approvals: []historyApproval{}, Runs: []historyRun{}}
+		item := historyItem{Resource: refOf(sel.resources[i]), Plans: []historyPlan{}, Approvals: []historyApproval{}, Runs: []historyRun{}}
 		for _, p := range h.Plans {
 			item.Plans = append(item.Plans, historyPlan{Name: p.Name, UID: p.UID, PublishedAt: p.PublishedAt})
 		}

@@ -87,8 +87,8 @@ func (a *app) runMigrateHash(o migrateHashOptions) error {
 	// read leaves every ptah.sum as it was.
 	sources := make([]*migrate.Source, len(resources))
 	for i, r := range resources {
-		if sources[i], err = migrate.ReadDir(r.SourceDir(), layoutOf(r)); err != nil && !sumMismatch(err) {
-			return fmt.Errorf("%s: %w", r.Ref(), err)
+		if sources[i], err = readSource(r); err != nil && !sumMismatch(err) {
+			return err
 		}
 	}
 	var out []hashed

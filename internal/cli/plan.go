@@ -189,23 +189,46 @@ func contains(list []string, s string) bool {
 // planResult is one resource's plan, ready to render.
 type planResult struct {
 	Resource *config.Resource
-	Plan     *postgres.Plan
+	// Plan is a PtahSchema's statements; nil for a PtahMigration.
+	Plan *postgres.Plan
 	// Published and Status are nil with --no-publish. Published is nil
 	// too when there is no plan (in sync, or blocked before planning).
 	Published *publishedPlan
 	Status    *api.PtahSchemaStatus
+	// Migration is a PtahMigration's plan; nil for a PtahSchema.
+	Migration *migrationPlan
 }
 
 // publishedPlan names the stored plan object a reviewer approves.
 type publishedPlan struct{ Name, UID, Fingerprint string }
 
-func (r planResult) changes() bool { return len(r.Plan.Statements) > 0 }
+// state is the resource's run state after the pass; nil with --no-publish.
+func (r planResult) state() *api.RunState {
+	switch {
+	case r.Migration != nil:
+		if r.Migration.Status == nil {
+			return nil
+		}
+		return &r.Migration.Status.RunState
+	case r.Status != nil:
+		return &r.Status.RunState
+	}
+	return nil
+}
+
+func (r planResult) changes() bool {
+	if r.Migration != nil {
+		return len(r.Migration.Versions) > 0
+	}
+	return len(r.Plan.Statements) > 0
+}
 
 // blocked: the resource cannot proceed; the pass may have stopped before it
-// could plan (a realm conflict), or after (a destructive plan not allowed, a
-// tampered plan).
+// could plan (a realm conflict, a migration's history that does not match
+// its files), or after (a destructive plan not allowed, a tampered plan).
 func (r planResult) blocked() bool {
-	return r.Status != nil && r.Status.Phase == api.PhaseBlocked
+	st := r.state()
+	return st != nil && st.Phase == api.PhaseBlocked
 }
 
 // runPlan loads the resources, resolves everything they point at before
@@ -213,7 +236,7 @@ func (r planResult) blocked() bool {
 // a connection attempt), then plans each and renders all plans at once, so a
 // failure leaves no half-printed output.
 func (a *app) runPlan(ctx context.Context, o planOptions) error {
-	sel, err := a.selectResources(o.File, o.Names)
+	sel, err := a.selectResources(o.File, o.Names, sourcesRequired)
 	if err != nil {
 		return err
 	}
@@ -230,15 +253,16 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 	if err := a.render(o.Output, results); err != nil {
 		return fmt.Errorf("writing the plan: %w", err)
 	}
-	var blocked, reasons []string
+	var blocked, reasons, names []string
 	for _, r := range results {
 		if r.blocked() {
-			blocked = append(blocked, fmt.Sprintf("%s: %s", r.Resource.Ref(), r.Status.Message))
-			reasons = append(reasons, r.Status.Reason)
+			st := r.state()
+			blocked = append(blocked, fmt.Sprintf("%s: %s", r.Resource.Ref(), st.Message))
+			reasons, names = append(reasons, st.Reason), append(names, r.Resource.Name())
 		}
 	}
 	if len(blocked) > 0 {
-		return &stopError{class: errBlocked, reasons: reasons, detail: strings.Join(blocked, "\n")}
+		return &stopError{class: errBlocked, reasons: reasons, names: names, detail: strings.Join(blocked, "\n")}
 	}
 	if o.DetailedExitCode {
 		for _, r := range results {
@@ -253,8 +277,28 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 // computePlans only reads: the plans are printed and not recorded.
 func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) ([]planResult, error) {
 	results := make([]planResult, len(sel.inputs))
+	var t *targets // opened for the first migration: a schema's plan connects by itself
+	defer func() {
+		if t != nil {
+			t.close()
+		}
+	}()
 	for i, in := range sel.inputs {
 		r := sel.resources[i]
+		if in.Migration != nil {
+			if t == nil {
+				var err error
+				if t, err = a.openTargets(ctx, sel, runnerOptions{ReadOnly: true}); err != nil {
+					return nil, err
+				}
+			}
+			mp, err := previewMigration(ctx, t.runner(in), in)
+			if err != nil {
+				return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
+			}
+			results[i] = planResult{Resource: r, Migration: mp}
+			continue
+		}
 		p, err := a.planSchema(ctx, a.planRequest(in, o.DevURL, o.ObserveTimeout))
 		if err != nil {
 			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
@@ -284,12 +328,23 @@ func (a *app) publishPlans(ctx context.Context, sel *selection, o planOptions) (
 		if err != nil {
 			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
 		}
-		results[i] = publishedResult(r, out)
+		results[i] = publishedResult(r, in, out)
 	}
 	return results, nil
 }
 
-func publishedResult(r *config.Resource, out runner.Result) planResult {
+func publishedResult(r *config.Resource, in runner.Resource, out runner.Result) planResult {
+	if m := out.Migration; m != nil {
+		st := m.Status
+		res := planResult{Resource: r, Migration: &migrationPlan{Status: &st, Source: in.Source, LockTimeout: r.Migration.Spec.Policy.LockTimeout}}
+		if p := m.Plan; p != nil {
+			res.Migration.Versions = p.Spec.Versions
+			res.Migration.HistoryFingerprint = p.Spec.HistoryFingerprint
+			res.Migration.LockTimeout = p.Spec.LockTimeout
+			res.Published = &publishedPlan{Name: p.Name, UID: p.UID, Fingerprint: p.Spec.Fingerprint}
+		}
+		return res
+	}
 	st := out.Status
 	res := planResult{Resource: r, Status: &st,
 		Plan: &postgres.Plan{LockTimeout: r.Schema.Spec.Policy.LockTimeoutDuration()}}
@@ -345,6 +400,10 @@ type ref struct {
 	Name       string `json:"name"`
 }
 
-func refOf(s *api.PtahSchema) ref {
+func refOf(r *config.Resource) ref {
+	if m := r.Migration; m != nil {
+		return ref{APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+	}
+	s := r.Schema
 	return ref{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name}
 }

@@ -18,7 +18,8 @@ import (
 //
 //	app [2/7] 35ms  CREATE INDEX posts_author ON public.posts (author_id)
 //
-// with the transaction named when the plan runs in more than one.
+// with the transaction named when the plan runs in more than one, or, for a
+// migration, the version of the file the statement belongs to.
 type stepPrinter struct {
 	w    io.Writer
 	name string
@@ -113,7 +114,15 @@ func (p *stepPrinter) drawStopped(st postgres.Step, elapsed time.Duration) {
 func (p *stepPrinter) line(st postgres.Step, took string, end bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s [%d/%d]", p.name, st.N, st.Total)
-	if st.Phases > 1 {
+	switch {
+	case st.Version != "":
+		// A migration's phases are its files: name the file's version,
+		// and whether its statements commit one by one.
+		fmt.Fprintf(&b, " version %s", st.Version)
+		if st.NoTransaction {
+			b.WriteString(" (no transaction)")
+		}
+	case st.Phases > 1:
 		fmt.Fprintf(&b, " tx %d/%d", st.Phase, st.Phases)
 	}
 	if took != "" {

@@ -51,6 +51,9 @@ type (
 		Resource ref      `json:"resource"`
 		Changes  bool     `json:"changes"`
 		Plan     jsonPlan `json:"plan"`
+		// History is the reading of a PtahMigration's history its plan
+		// was selected against; absent for a PtahSchema.
+		History *api.HistorySummary `json:"history,omitempty"`
 		// Phase, Reason and Message: the resource's status after the
 		// pass; absent with --no-publish.
 		Phase   api.Phase `json:"phase,omitempty"`
@@ -60,8 +63,10 @@ type (
 	jsonPlan struct {
 		// Metadata names the published plan object; absent when nothing
 		// was published (no changes, blocked, or --no-publish).
-		Metadata *jsonMeta    `json:"metadata,omitempty"`
-		Spec     jsonPlanSpec `json:"spec"`
+		Metadata *jsonMeta `json:"metadata,omitempty"`
+		// Spec is a jsonPlanSpec (PtahSchema) or a
+		// jsonMigrationPlanSpec (PtahMigration).
+		Spec any `json:"spec"`
 	}
 	jsonMeta struct {
 		Name string `json:"name"`
@@ -91,6 +96,10 @@ type (
 func renderJSON(w io.Writer, results []planResult) error {
 	out := jsonOutput{Items: []jsonItem{}} // [] rather than null, always
 	for _, r := range results {
+		if r.Migration != nil {
+			out.Items = append(out.Items, migrationJSONItem(r))
+			continue
+		}
 		spec := jsonPlanSpec{
 			Statements:  []jsonStatement{},
 			Destructive: r.Plan.Destructive,
@@ -110,10 +119,11 @@ func renderJSON(w io.Writer, results []planResult) error {
 			capacity := api.LockCapacity(c)
 			spec.LockCapacity = &capacity
 		}
-		item := jsonItem{Resource: refOf(r.Resource.Schema), Changes: r.changes(), Plan: jsonPlan{Spec: spec}}
+		item := jsonItem{Resource: refOf(r.Resource), Changes: r.changes(), Plan: jsonPlan{Spec: spec}}
 		if p := r.Published; p != nil {
 			item.Plan.Metadata = &jsonMeta{Name: p.Name, UID: p.UID}
-			item.Plan.Spec.Fingerprint = p.Fingerprint
+			spec.Fingerprint = p.Fingerprint
+			item.Plan.Spec = spec
 		}
 		if st := r.Status; st != nil {
 			item.Phase, item.Reason, item.Message = st.Phase, st.Reason, st.Message
@@ -137,6 +147,10 @@ func renderSQL(w io.Writer, results []planResult) error {
 		fmt.Fprintf(&b, "-- %s (%s)\n", r.Resource.Ref(), r.Resource.File)
 		if p := r.Published; p != nil {
 			fmt.Fprintf(&b, "-- plan %s, uid %s, fingerprint %s\n", p.Name, p.UID, p.Fingerprint)
+		}
+		if r.Migration != nil {
+			writeMigrationSQL(&b, r)
+			continue
 		}
 		b.WriteString(r.Plan.Script())
 	}
@@ -188,13 +202,21 @@ const privilegesNote = "Note: privileges and ownership are not managed: grants a
 func renderText(w io.Writer, results []planResult, profile termenv.Profile) error {
 	st := newStyles(w, profile)
 	var b strings.Builder
+	schemas := false
 	for i, r := range results {
 		if i > 0 {
 			b.WriteString("\n")
 		}
+		if r.Migration != nil {
+			writeTextMigrationPlan(&b, st, r)
+			continue
+		}
+		schemas = true
 		writeTextPlan(&b, st, r)
 	}
-	b.WriteString("\n" + st.dim.Render(privilegesNote) + "\n")
+	if schemas {
+		b.WriteString("\n" + st.dim.Render(privilegesNote) + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -205,7 +227,7 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 		st.dim.Render(fmt.Sprintf("(%s:%d; schemas: %s; lock timeout %s)",
 			r.Resource.File, r.Resource.Line, strings.Join(spec.Schemas, ", "), r.Plan.LockTimeout)))
 	if r.blocked() && r.Published == nil {
-		b.WriteString("\n" + st.danger.Render("Blocked") + " (" + r.Status.Reason + "): " + r.Status.Message + "\n")
+		writeBlocked(b, st, r.Status.Reason, r.Status.Message)
 		return
 	}
 	if !r.changes() {
@@ -270,13 +292,23 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 	}
 	b.WriteString(st.header.Render(summary+".") + "\n")
 	if r.Status != nil {
-		writePhase(b, st, *r.Status, r.Published)
+		writePhase(b, st, r.Status.RunState, r.Published)
+	}
+}
+
+// writeBlocked says why a resource is blocked; a message of several lines
+// (a migration's history verdicts) is indented under the first.
+func writeBlocked(b *strings.Builder, st styles, reason, message string) {
+	lines := strings.Split(strings.TrimRight(message, "\n"), "\n")
+	b.WriteString("\n" + st.danger.Render("Blocked") + " (" + reason + "): " + lines[0] + "\n")
+	for _, l := range lines[1:] {
+		b.WriteString("  " + l + "\n")
 	}
 }
 
 // writePhase says where the resource stands after publishing, and what the
 // person does next.
-func writePhase(b *strings.Builder, st styles, s api.PtahSchemaStatus, p *publishedPlan) {
+func writePhase(b *strings.Builder, st styles, s api.RunState, p *publishedPlan) {
 	switch s.Phase {
 	case api.PhaseAwaitingApproval:
 		b.WriteString("\n" + st.header.Render("Awaiting approval.") + " To approve exactly this plan:\n")
@@ -286,7 +318,7 @@ func writePhase(b *strings.Builder, st styles, s api.PtahSchemaStatus, p *publis
 	case api.PhaseApproved:
 		b.WriteString("\n" + st.ok.Render("Approved.") + " ptah apply runs it.\n")
 	case api.PhaseBlocked:
-		b.WriteString("\n" + st.danger.Render("Blocked") + " (" + s.Reason + "): " + s.Message + "\n")
+		writeBlocked(b, st, s.Reason, s.Message)
 	default:
 		fmt.Fprintf(b, "\n%s: %s\n", st.header.Render(string(s.Phase)), s.Message)
 	}

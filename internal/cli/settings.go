@@ -102,6 +102,18 @@ func sortedKeys(m map[string]bool) []string {
 
 func (s *settings) String(key string) string { return s.v.GetString(key) }
 
+// StringSlice is a repeatable flag's values (also comma-separated, or
+// space-separated in its PTAH_* variable).
+func (s *settings) StringSlice(key string) []string {
+	var out []string
+	for _, v := range s.v.GetStringSlice(key) {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // Bool parses strictly: viper turns anything unparsable into false, and a
 // typo in PTAH_DETAILED_EXITCODE must not silently change a CI job's result.
 func (s *settings) Bool(key string) (bool, error) {

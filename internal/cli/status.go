@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,17 +12,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-const statusLong = `Show what is recorded for each PtahSchema resource in its target database:
-its phase and the reason, the current plan, the last applied plan, a run
-whose outcome still owes an observation, an operation in flight, and who
-holds the database's lease.
+const statusLong = `Show what is recorded for each resource in its target database: its phase
+and the reason, the current plan, an operation in flight, and who holds the
+database's lease. For a PtahSchema also the last applied plan and a run
+whose outcome still owes an observation; for a PtahMigration the history
+(how many versions applied, the last one, its fingerprint), the last run
+(the versions it applied; where a failed one stopped), an unresolved run
+(its operation, outcome, plan, writer session, deadline: nothing runs until
+ptah resolve-run settles it), and the last run a person resolved.
 
-status reads only ptah's records; it does not inspect the schema (ptah plan
-does). Phases: InSync, Planned (policy Never), AwaitingApproval, Approved,
-Applying, Blocked (with a reason), Failed.
+status reads only ptah's records; it does not inspect the schema or the
+migration files (ptah plan does), and shows no SQL. Phases: InSync, Planned
+(policy Never), AwaitingApproval, Approved, Applying, Blocked (with a
+reason), Failed.
 
 `
 
@@ -70,6 +77,12 @@ type (
 		Registered bool                  `json:"registered"`
 		Executed   *bool                 `json:"executed,omitempty"` // ptah apply only
 		Status     *api.PtahSchemaStatus `json:"status,omitempty"`
+		// Migration is a PtahMigration's status, which the JSON shows as
+		// "status" too (see MarshalJSON).
+		Migration *api.PtahMigrationStatus `json:"-"`
+		// WriterMayStillWrite answers, for a PtahMigration's unresolved
+		// run, whether its writer session may still be writing.
+		WriterMayStillWrite *bool `json:"writerMayStillWrite,omitempty"`
 		// Approval is the live approval of the current plan.
 		Approval *jsonApproval `json:"approval,omitempty"`
 		Lease    *jsonLease    `json:"lease,omitempty"`
@@ -112,7 +125,7 @@ type (
 )
 
 func (a *app) runStatus(ctx context.Context, o statusOptions) error {
-	sel, err := a.selectResources(o.File, o.Names)
+	sel, err := a.selectResources(o.File, o.Names, sourcesUnread)
 	if err != nil {
 		return err
 	}
@@ -123,11 +136,20 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 	defer t.close()
 	items := make([]statusItem, len(sel.inputs))
 	for i, in := range sel.inputs {
+		if in.Migration != nil {
+			item, err := inspectMigration(ctx, t.runner(in), in)
+			if err != nil {
+				return fmt.Errorf("reading the status of %s: %w", sel.resources[i].Ref(), err)
+			}
+			item.Resource = refOf(sel.resources[i])
+			items[i] = item
+			continue
+		}
 		rep, err := t.runner(in).Inspect(ctx, in)
 		if err != nil {
 			return fmt.Errorf("reading the status of %s: %w", sel.resources[i].Ref(), err)
 		}
-		item := statusItem{Resource: refOf(in.Schema), Registered: rep.Registered}
+		item := statusItem{Resource: refOf(sel.resources[i]), Registered: rep.Registered}
 		if rep.Registered {
 			st := rep.Status
 			item.Status = &st
@@ -136,18 +158,7 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver,
 				ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason}
 		}
-		if l := rep.Lease; l != nil {
-			item.Lease = &jsonLease{Operation: l.Holder, Resource: l.Resource, WriterPID: l.Writer.PID,
-				WriterAlive: rep.LeaseWriterAlive, Deadline: l.Deadline, AcquiredAt: l.AcquiredAt}
-			if w := rep.Writer; w != nil {
-				item.Lease.Writer = &jsonWriter{State: w.State, Statement: w.Query, StatementSeconds: seconds(w.Now.Sub(w.QueryStart)),
-					WaitsFor: w.WaitsFor, BlockedBy: w.BlockedBy}
-				if run := rep.Run; run != nil {
-					item.Lease.Writer.Run = &jsonRunProgress{StartedAt: run.StartedAt, ElapsedSeconds: seconds(w.Now.Sub(run.StartedAt)),
-						StepsStarted: len(run.Steps)}
-				}
-			}
-		}
+		item.Lease = leaseItem(rep.Lease, rep.LeaseWriterAlive, rep.Writer, rep.Run)
 		items[i] = item
 	}
 	out := statusOutput{Items: items}
@@ -162,27 +173,66 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 	return a.renderStatusText(out)
 }
 
-// unlisted are the resources registered in the selection's databases that
-// the selection does not hold.
+// leaseItem is the JSON of a database's lease, nil when it is free.
+func leaseItem(l *postgres.Lease, alive bool, w *postgres.Activity, run *postgres.Run) *jsonLease {
+	if l == nil {
+		return nil
+	}
+	out := &jsonLease{Operation: l.Holder, Resource: l.Resource, WriterPID: l.Writer.PID,
+		WriterAlive: alive, Deadline: l.Deadline, AcquiredAt: l.AcquiredAt}
+	if w != nil {
+		out.Writer = &jsonWriter{State: w.State, Statement: w.Query, StatementSeconds: seconds(w.Now.Sub(w.QueryStart)),
+			WaitsFor: w.WaitsFor, BlockedBy: w.BlockedBy}
+		if run != nil {
+			out.Writer.Run = &jsonRunProgress{StartedAt: run.StartedAt, ElapsedSeconds: seconds(w.Now.Sub(run.StartedAt)),
+				StepsStarted: len(run.Steps)}
+		}
+	}
+	return out
+}
+
+// MarshalJSON shows either family's status under "status".
+func (it statusItem) MarshalJSON() ([]byte, error) {
+	type plain statusItem // without this method
+	if it.Migration == nil {
+		return json.Marshal(plain(it))
+	}
+	return json.Marshal(struct {
+		plain
+		Status *api.PtahMigrationStatus `json:"status,omitempty"`
+	}{plain(it), it.Migration})
+}
+
+// unlisted are the resources of either kind registered in the selection's
+// databases that the selection does not hold, as "Kind namespace/name":
+// every one of them counts in the realm census.
 func (t *targets) unlisted(ctx context.Context, sel *selection) ([]string, error) {
 	declared := map[string]bool{}
-	for _, in := range sel.inputs {
-		declared[in.TargetURL+"\x00"+in.Registration()] = true
+	for i, in := range sel.inputs {
+		r := sel.resources[i]
+		declared[in.TargetURL+"\x00"+registration(r.Kind(), r.Namespace(), r.Name())] = true
 	}
 	var out []string
 	for url, r := range t.byURL {
-		names, err := r.Registered(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range names {
-			if !declared[url+"\x00"+n] {
-				out = append(out, n)
+		for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+			objs, err := r.Store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
+			if err != nil {
+				return nil, fmt.Errorf("listing registered resources: %w", err)
+			}
+			for _, o := range objs {
+				if n := registration(o.Kind, o.Namespace, o.Name); !declared[url+"\x00"+n] {
+					out = append(out, n)
+				}
 			}
 		}
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// registration names a registered resource: "Kind namespace/name".
+func registration(kind, namespace, name string) string {
+	return kind + " " + storeNamespace(namespace) + "/" + name
 }
 
 func (a *app) renderStatusText(out statusOutput) error {
@@ -198,6 +248,10 @@ func (a *app) renderStatusText(out statusOutput) error {
 		name := fmt.Sprintf("%s %q", it.Resource.Kind, it.Resource.Name)
 		if !it.Registered {
 			fmt.Fprintf(&b, "%s  %s\n", st.header.Render(name), st.dim.Render("no record yet: run ptah plan or ptah apply"))
+			continue
+		}
+		if it.Migration != nil {
+			writeMigrationStatus(&b, st, it, row)
 			continue
 		}
 		s := it.Status
@@ -228,36 +282,7 @@ func (a *app) renderStatusText(out statusOutput) error {
 			row("pending observation", fmt.Sprintf("operation %s (plan %s) since %s: the next pass observes the database first",
 				p.OperationID, p.Plan.Name, p.Since.UTC().Format(time.RFC3339)))
 		}
-		if op := s.ActiveOperation; op != nil {
-			state := "claimed"
-			if op.DispatchedAt != nil {
-				state = "dispatched"
-			}
-			row("operation", fmt.Sprintf("%s %s plan %s, deadline %s", op.ID, state, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
-		}
-		if s.OwedRelease != nil {
-			row("owed release", "the lease of operation "+s.OwedRelease.OperationID+" (the next pass releases it first)")
-		}
-		if ap := it.Approval; ap != nil {
-			v := fmt.Sprintf("by %s at %s", ap.Approver, ap.ApprovedAt.UTC().Format(time.RFC3339))
-			if ap.Reason != "" {
-				v += " (" + ap.Reason + ")"
-			}
-			row("approved", v)
-		}
-		if l := it.Lease; l != nil {
-			alive := "gone"
-			if l.WriterAlive {
-				alive = "connected"
-			}
-			row("lease", fmt.Sprintf("held by operation %s of %s; writer session pid %d (%s), deadline %s",
-				l.Operation, l.Resource, l.WriterPID, alive, l.Deadline.UTC().Format(time.RFC3339)))
-			if w := l.Writer; w != nil {
-				row("writer", writerText(w))
-			}
-		} else {
-			row("lease", "free")
-		}
+		writeRunStateRows(s.RunState, it, row)
 	}
 	if len(out.Unlisted) > 0 {
 		fmt.Fprintf(&b, "\nAlso registered in these databases, not declared in this file (each counts in the realm census):\n  %s\n",
@@ -265,6 +290,41 @@ func (a *app) renderStatusText(out statusOutput) error {
 	}
 	_, err := io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// writeRunStateRows shows what both families record the same way: the
+// operation in flight, a release owed, the live approval and the lease.
+func writeRunStateRows(s api.RunState, it statusItem, row func(label, value string)) {
+	if op := s.ActiveOperation; op != nil {
+		state := "claimed"
+		if op.DispatchedAt != nil {
+			state = "dispatched"
+		}
+		row("operation", fmt.Sprintf("%s %s plan %s, deadline %s", op.ID, state, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
+	}
+	if s.OwedRelease != nil {
+		row("owed release", "the lease of operation "+s.OwedRelease.OperationID+" (the next pass releases it first)")
+	}
+	if ap := it.Approval; ap != nil {
+		v := fmt.Sprintf("by %s at %s", ap.Approver, ap.ApprovedAt.UTC().Format(time.RFC3339))
+		if ap.Reason != "" {
+			v += " (" + ap.Reason + ")"
+		}
+		row("approved", v)
+	}
+	if l := it.Lease; l != nil {
+		alive := "gone"
+		if l.WriterAlive {
+			alive = "connected"
+		}
+		row("lease", fmt.Sprintf("held by operation %s of %s; writer session pid %d (%s), deadline %s",
+			l.Operation, l.Resource, l.WriterPID, alive, l.Deadline.UTC().Format(time.RFC3339)))
+		if w := l.Writer; w != nil {
+			row("writer", writerText(w))
+		}
+	} else {
+		row("lease", "free")
+	}
 }
 
 // writerText says what a run's writer is doing, for a person watching.

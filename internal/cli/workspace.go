@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
@@ -32,19 +33,57 @@ type selection struct {
 	inputs    []runner.Resource
 }
 
-func (a *app) selectResources(file string, names []string) (*selection, error) {
+// sources says what selecting does with a PtahMigration's source
+// directory.
+type sources int
+
+const (
+	// schemasOnly selects PtahSchema resources only (the commands that do
+	// not work on migrations yet: history, forget).
+	schemasOnly sources = iota
+	// sourcesRequired reads every migration's source and refuses one that
+	// does not read as a sequence (exit 18), before any connection: what
+	// plan and apply need, since nothing can be planned or run from it.
+	sourcesRequired
+	// sourcesTolerated reads them too, but hands a source that does not
+	// read to the runner (Resource.SourceErr) instead of refusing:
+	// resolve-run works on the records, whatever the files say, and says
+	// what its pass made of them.
+	sourcesTolerated
+	// sourcesUnread does not read them: the commands that only read or
+	// write ptah's records (status, approve, forget, completion) need
+	// nothing of the files, and must work whatever they hold.
+	sourcesUnread
+)
+
+// selectResources selects the resources named (all when none) and
+// resolves each. With schemasOnly it keeps to PtahSchema resources; else it
+// selects resources of both kinds, a bare name selecting every kind that
+// has it (PtahMigration/app names one).
+func (a *app) selectResources(file string, names []string, how sources) (*selection, error) {
 	f, err := config.Load(file)
 	if err != nil {
 		return nil, err
 	}
-	resources, err := f.Select(names)
+	var resources []*config.Resource
+	if how == schemasOnly {
+		resources, err = f.Select(names)
+	} else {
+		resources, err = f.SelectAll(names)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return a.resolveAll(resources, how)
+}
+
+// resolveAll resolves every resource, reporting every problem at once.
+func (a *app) resolveAll(resources []*config.Resource, how sources) (*selection, error) {
+	var err error
 	sel := &selection{resources: resources, inputs: make([]runner.Resource, len(resources))}
 	var errs []error
 	for i, r := range resources {
-		sel.inputs[i], err = a.resolve(r)
+		sel.inputs[i], err = a.resolve(r, how)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -53,11 +92,26 @@ func (a *app) selectResources(file string, names []string) (*selection, error) {
 	return sel, nil
 }
 
-// resolve reads a resource's declared files and finds its target URL.
-func (a *app) resolve(r *config.Resource) (runner.Resource, error) {
-	files, err := r.SQLFiles()
-	if err != nil {
-		return runner.Resource{}, err
+// resolve reads a resource's declared files (or its migration source) and
+// finds its target URL.
+func (a *app) resolve(r *config.Resource, how sources) (runner.Resource, error) {
+	in := runner.Resource{Schema: r.Schema, Migration: r.Migration}
+	switch {
+	case r.Migration != nil && how == sourcesUnread:
+		in.SourceErr = errSourceUnread
+	case r.Migration != nil:
+		in.Source, in.SourceErr = readSource(r)
+		if in.SourceErr != nil && how == sourcesRequired {
+			return runner.Resource{}, in.SourceErr
+		}
+	default:
+		files, err := r.SQLFiles()
+		if err != nil {
+			return runner.Resource{}, err
+		}
+		for _, f := range files {
+			in.Files = append(in.Files, catalog.SourceFile{Name: f.Name, SQL: f.SQL})
+		}
 	}
 	target, warning, err := r.ResolveURL(os.Getenv, postgres.CheckURL)
 	if err != nil {
@@ -67,12 +121,37 @@ func (a *app) resolve(r *config.Resource) (runner.Resource, error) {
 	if warning != "" {
 		a.warn(warning)
 	}
-	in := runner.Resource{Schema: r.Schema, TargetURL: target}
-	for _, f := range files {
-		in.Files = append(in.Files, catalog.SourceFile{Name: f.Name, SQL: f.SQL})
-	}
+	in.TargetURL = target
 	return in, nil
 }
+
+// errSourceUnread stands for a migration's source where the command did
+// not read it: nothing it does may depend on the files.
+var errSourceUnread = errors.New("this command does not read the migration source")
+
+// readSource reads a PtahMigration's source directory, spec.source.path
+// resolved against its ptah.yaml. Every error names the resource; each
+// maps to exit 18 (a directory that cannot be listed at all, too).
+func readSource(r *config.Resource) (*migrate.Source, error) {
+	src, err := migrate.ReadDir(r.SourceDir(), layoutOf(r))
+	if err == nil {
+		return src, nil
+	}
+	if !errors.As(err, new(*migrate.SourceError)) {
+		err = &sourceUnreadable{err: err}
+	}
+	return nil, fmt.Errorf("%s: %w", r.Ref(), err)
+}
+
+// sourceUnreadable: a migration's source directory could not be listed
+// (missing, not a directory, not readable). It is a source problem like
+// the others, with their exit code.
+type sourceUnreadable struct{ err error }
+
+func (e *sourceUnreadable) Error() string {
+	return e.err.Error() + " (spec.source.path names the directory of versioned files, relative to ptah.yaml)"
+}
+func (e *sourceUnreadable) Unwrap() error { return e.err }
 
 // targets are the open sessions on the databases of a selection: one
 // connection, store and runner per distinct target URL.

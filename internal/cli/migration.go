@@ -1,0 +1,363 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ptah-run/ptah/internal/migrate"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// This file holds what the governed commands show of a PtahMigration: its
+// plan (the pending files, each with how it runs), the read-only preview
+// behind plan --no-publish, and the small vocabulary the plan, apply,
+// status and resolve-run outputs share.
+
+// migrationPlan is a PtahMigration's plan, ready to render.
+type migrationPlan struct {
+	// Status is the migration's status after the pass; nil with
+	// --no-publish, unless the preview found the history blocking (a
+	// status of that verdict alone).
+	Status *api.PtahMigrationStatus
+	// Versions are the pending files, in the order they run: the
+	// published plan's, or the preview's.
+	Versions []api.MigrationVersion
+	// History is the reading of the history the versions were selected
+	// against; HistoryFingerprint is the plan's binding of it ("" when
+	// nothing was published).
+	History            *api.HistorySummary
+	HistoryFingerprint string
+	LockTimeout        string
+	// Source is the directory read, for the file names and -o sql.
+	Source *migrate.Source
+}
+
+// history is the reading the plan shows: the preview's, or the status's.
+func (m *migrationPlan) history() *api.HistorySummary {
+	if m.History != nil {
+		return m.History
+	}
+	if m.Status != nil {
+		return m.Status.History
+	}
+	return nil
+}
+
+// file is the source file of version v, nil when the source lacks it.
+func (m *migrationPlan) file(v api.MigrationVersion) *migrate.File {
+	return sourceFile(m.Source, v.Version)
+}
+
+func sourceFile(src *migrate.Source, version string) *migrate.File {
+	if src == nil {
+		return nil
+	}
+	want, err := migrate.ParseVersion(version)
+	if err != nil {
+		return nil
+	}
+	for _, f := range src.Files {
+		if f.Version.Compare(want) == 0 {
+			return f
+		}
+	}
+	return nil
+}
+
+// txMode is how a file runs, in the words the plan shows.
+func txMode(noTransaction bool) string {
+	if noTransaction {
+		return "no transaction"
+	}
+	return "transaction"
+}
+
+// shortSum abbreviates a checksum or fingerprint ("sha256:" and 12 hex
+// digits) for tables a person reads; -o json has them whole.
+func shortSum(s string) string {
+	algo, hex, ok := strings.Cut(s, ":")
+	if !ok || len(hex) <= 12 {
+		return s
+	}
+	return algo + ":" + hex[:12]
+}
+
+// historyKey is the name the database's records of a migration go by: its
+// history rows and its runs in the journal (the runner's storeResource).
+func historyKey(in runner.Resource) string {
+	return api.KindPtahMigration + "/" + storeNamespace(in.Migration.Namespace) + "/" + in.Migration.Name
+}
+
+// storeNamespace is where a resource is stored: its namespace, "default"
+// when the file gives none (as the runner stores it).
+func storeNamespace(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// historyText summarizes a reading of the history in one line.
+func historyText(h *api.HistorySummary) string {
+	if h == nil {
+		return "not read yet"
+	}
+	if h.Applied == 0 {
+		return fmt.Sprintf("empty (fingerprint %s)", shortSum(h.Fingerprint))
+	}
+	return fmt.Sprintf("%s applied, last %s (fingerprint %s)", plural(h.Applied, "version"), h.LastApplied, shortSum(h.Fingerprint))
+}
+
+// previewMigration is plan --no-publish for a PtahMigration: the history
+// read and compared with the source, and nothing recorded. It sees a run a
+// person must settle (status.unresolvedRun) but not a run the journal
+// shows unfinished with no record (HistoryDirty), which only a pass
+// establishes: ptah plan does.
+func previewMigration(ctx context.Context, r *runner.Runner, in runner.Resource) (*migrationPlan, error) {
+	if err := r.Fence(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := postgres.ReadHistory(ctx, r.Target, historyKey(in))
+	if err != nil {
+		return nil, err
+	}
+	applied := make([]migrate.Applied, len(rows))
+	for i, row := range rows {
+		applied[i] = migrate.Applied{Version: row.Version, Name: row.Name, Checksum: row.Checksum, How: migrate.How(row.How)}
+	}
+	var holds []migrate.Hold
+	mark := ""
+	st, err := storedMigrationStatus(ctx, r, in)
+	if err != nil {
+		return nil, err
+	}
+	if u := st.UnresolvedRun; u != nil {
+		holds = append(holds, migrate.Hold{Kind: migrate.Unresolved, OperationID: u.OperationID})
+		mark = u.OperationID
+	}
+	summary := &api.HistorySummary{Applied: len(applied), Fingerprint: migrate.HistoryFingerprint(applied, mark)}
+	var newest migrate.Version
+	for _, a := range applied {
+		if v, err := migrate.ParseVersion(a.Version); err == nil && (newest.IsZero() || v.Compare(newest) > 0) {
+			newest, summary.LastApplied = v, a.Version
+		}
+	}
+	mp := &migrationPlan{History: summary, Source: in.Source, LockTimeout: in.Migration.Spec.Policy.LockTimeout}
+	v := migrate.Compare(in.Source, applied, holds...)
+	if v.Blocked() {
+		mp.Status = &api.PtahMigrationStatus{History: summary,
+			RunState: api.RunState{Phase: api.PhaseBlocked, Reason: verdictReason(v.Kind), Message: v.Message()}}
+		return mp, nil
+	}
+	for _, f := range v.Pending {
+		mp.Versions = append(mp.Versions, api.MigrationVersion{Version: f.Version.String(), Name: f.Name, Checksum: f.Checksum,
+			NoTransaction: f.NoTransaction})
+	}
+	return mp, nil
+}
+
+// verdictReason is the status reason of a blocking verdict, as a pass
+// records it.
+func verdictReason(k migrate.Kind) string {
+	switch k {
+	case migrate.Unresolved:
+		return api.ReasonUnresolvedRun
+	case migrate.Dirty:
+		return api.ReasonHistoryDirty
+	case migrate.Modified:
+		return api.ReasonHistoryModified
+	case migrate.Ahead:
+		return api.ReasonHistoryAhead
+	case migrate.OutOfOrder:
+		return api.ReasonOutOfOrder
+	}
+	return string(k)
+}
+
+// storedMigrationStatus reads the migration's recorded status; zero when
+// nothing is recorded yet. The caller has fenced the store.
+func storedMigrationStatus(ctx context.Context, r *runner.Runner, in runner.Resource) (api.PtahMigrationStatus, error) {
+	var st api.PtahMigrationStatus
+	_, err := storedMigration(ctx, r, in, &st)
+	return st, err
+}
+
+// storedMigration reads the migration's stored object and decodes its
+// status into st; registered is false when no pass ever recorded it.
+func storedMigration(ctx context.Context, r *runner.Runner, in runner.Resource, st *api.PtahMigrationStatus) (obj store.Object, err error) {
+	obj, err = r.Store.Get(ctx, api.KindPtahMigration, storeNamespace(in.Migration.Namespace), in.Migration.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Object{}, nil
+	}
+	if err != nil {
+		return obj, fmt.Errorf("reading the record of PtahMigration %s: %w", in.Migration.Name, err)
+	}
+	if len(obj.Status) > 0 {
+		if err := json.Unmarshal(obj.Status, st); err != nil {
+			return obj, fmt.Errorf("decoding the status of PtahMigration %s: %w", in.Migration.Name, err)
+		}
+	}
+	return obj, nil
+}
+
+// versionList names versions for a sentence: "1, 2 and 3".
+func versionList(vs []string) string {
+	switch len(vs) {
+	case 0:
+		return "none"
+	case 1:
+		return vs[0]
+	}
+	return strings.Join(vs[:len(vs)-1], ", ") + " and " + vs[len(vs)-1]
+}
+
+// messageHead is the first line of a message: a run's recorded message may
+// carry the failed statement's SQL on the lines after it, which status
+// output does not show (the journal, and resolve-run, do).
+func messageHead(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// numberWidth is how wide the numbers 1..n print.
+func numberWidth(n int) int { return len(strconv.Itoa(n)) }
+
+// The JSON of a migration's plan: the pending files in order, each with
+// how it runs, and the history they were selected against.
+type (
+	jsonMigrationPlanSpec struct {
+		Versions    []jsonMigrationVersion `json:"versions"`
+		LockTimeout string                 `json:"lockTimeout"`
+		// HistoryFingerprint is the plan's binding of the history;
+		// absent when nothing was published.
+		HistoryFingerprint string `json:"historyFingerprint,omitempty"`
+		Fingerprint        string `json:"fingerprint,omitempty"`
+	}
+	jsonMigrationVersion struct {
+		Version  string `json:"version"`
+		Name     string `json:"name"`
+		File     string `json:"file,omitempty"`
+		Checksum string `json:"checksum"`
+		// NoTransaction: the file runs outside a transaction, statement
+		// by statement.
+		NoTransaction bool `json:"noTransaction"`
+	}
+)
+
+func migrationJSONItem(r planResult) jsonItem {
+	m := r.Migration
+	spec := jsonMigrationPlanSpec{Versions: []jsonMigrationVersion{}, LockTimeout: m.LockTimeout, HistoryFingerprint: m.HistoryFingerprint}
+	for _, v := range m.Versions {
+		jv := jsonMigrationVersion{Version: v.Version, Name: v.Name, Checksum: v.Checksum, NoTransaction: v.NoTransaction}
+		if f := m.file(v); f != nil {
+			jv.File = f.Path
+		}
+		spec.Versions = append(spec.Versions, jv)
+	}
+	item := jsonItem{Resource: refOf(r.Resource), Changes: r.changes(), History: m.history()}
+	if p := r.Published; p != nil {
+		item.Plan.Metadata = &jsonMeta{Name: p.Name, UID: p.UID}
+		spec.Fingerprint = p.Fingerprint
+	}
+	item.Plan.Spec = spec
+	if st := r.state(); st != nil {
+		item.Phase, item.Reason, item.Message = st.Phase, st.Reason, st.Message
+	}
+	return item
+}
+
+// writeMigrationSQL writes the pending files as one script, for review:
+// each transactional file between BEGIN and COMMIT, each no-transaction
+// file's statements as they are. Run by hand it records no history; ptah
+// apply does.
+func writeMigrationSQL(b *strings.Builder, r planResult) {
+	m := r.Migration
+	if len(m.Versions) > 0 {
+		b.WriteString("-- the pending files, in order; run this way they are not recorded in ptah.migration_history (ptah apply records each)\n")
+	}
+	for _, v := range m.Versions {
+		f := m.file(v)
+		if f == nil {
+			fmt.Fprintf(b, "\n-- version %s (%s): not in the source\n", v.Version, v.Name)
+			continue
+		}
+		fmt.Fprintf(b, "\n-- version %s: %s (%s, %s)\n", v.Version, f.Path, shortSum(v.Checksum), txMode(v.NoTransaction))
+		if !v.NoTransaction {
+			b.WriteString("BEGIN;\n")
+		}
+		for _, s := range f.Statements {
+			b.WriteString(strings.TrimRight(s.SQL, "; \n\t") + ";\n")
+		}
+		if !v.NoTransaction {
+			b.WriteString("COMMIT;\n")
+		}
+	}
+}
+
+// writeTextMigrationPlan shows a migration's plan: the pending files in
+// the order they run, each with its version, name, checksum and how it
+// runs; the history they were selected against; and what to do next.
+func writeTextMigrationPlan(b *strings.Builder, st styles, r planResult) {
+	m := r.Migration
+	layout := ""
+	if m.Source != nil {
+		layout = ", layout " + string(m.Source.Layout)
+	}
+	fmt.Fprintf(b, "%s %s\n", st.header.Render(r.Resource.Ref()),
+		st.dim.Render(fmt.Sprintf("(%s:%d; %s%s; lock timeout %s)", r.Resource.File, r.Resource.Line, r.Resource.SourceDir(), layout, m.LockTimeout)))
+	fmt.Fprintf(b, "%s\n", st.dim.Render("history: "+historyText(m.history())))
+	s := r.state()
+	if r.blocked() && r.Published == nil {
+		writeBlocked(b, st, s.Reason, s.Message)
+		return
+	}
+	if !r.changes() {
+		b.WriteString("\n" + st.ok.Render("No changes.") + " Every version of the source is in the history.\n")
+		return
+	}
+	if p := r.Published; p != nil {
+		b.WriteString(st.dim.Render(fmt.Sprintf("plan %s  uid %s  fingerprint %s", p.Name, p.UID, p.Fingerprint)) + "\n")
+	}
+	b.WriteString("\n")
+	numW, verW, nameW, sumW := numberWidth(len(m.Versions)), len("version"), len("name"), len("checksum")
+	for _, v := range m.Versions {
+		verW, nameW, sumW = max(verW, len(v.Version)), max(nameW, len(v.Name)), max(sumW, len(shortSum(v.Checksum)))
+	}
+	modeW := len(txMode(true))
+	b.WriteString(st.dim.Render(strings.TrimRight(fmt.Sprintf("  %*s  %-*s  %-*s  %-*s  %-*s  %s", numW, "", verW, "version", nameW, "name",
+		sumW, "checksum", modeW, "runs", "file"), " ")) + "\n")
+	noTx := 0
+	for i, v := range m.Versions {
+		mode := fmt.Sprintf("%-*s", modeW, txMode(v.NoTransaction))
+		if v.NoTransaction {
+			noTx++
+			mode = st.otherHazard.Render(mode)
+		}
+		file := ""
+		if f := m.file(v); f != nil {
+			file = f.Path
+		}
+		fmt.Fprintf(b, "%s\n", strings.TrimRight(fmt.Sprintf("  %s  %-*s  %-*s  %-*s  %s  %s", st.number.Render(fmt.Sprintf("%*d", numW, i+1)),
+			verW, v.Version, nameW, v.Name, sumW, shortSum(v.Checksum), mode, file), " "))
+	}
+	b.WriteString("\n")
+	if noTx > 0 {
+		b.WriteString(st.header.Render("No transaction:") + " such a file runs statement by statement, each committing on its own; " +
+			"if it stops part way, what committed stays, and nothing runs until a person settles the run (ptah resolve-run).\n")
+	}
+	summary := fmt.Sprintf("Plan: %s", plural(len(m.Versions), "version"))
+	if noTx > 0 {
+		summary += fmt.Sprintf(", %d without a transaction", noTx)
+	}
+	b.WriteString(st.header.Render(summary+".") + "\n")
+	if s != nil {
+		writePhase(b, st, *s, r.Published)
+	}
+}

@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// What apply and status show of a PtahMigration's runs: the versions a run
+// applied, where a failed one stopped, and a run only a person can settle.
+// Status output never shows SQL: a run's recorded message may end with the
+// failed statement, and only its first line is shown (resolve-run and the
+// journal have the statements).
+
+// inspectMigration reads what is recorded of a PtahMigration (runner's
+// Inspect reads a PtahSchema's): its status, the live approval of its
+// current plan, and the database's lease. It writes nothing.
+func inspectMigration(ctx context.Context, r *runner.Runner, in runner.Resource) (statusItem, error) {
+	var item statusItem
+	if err := r.Fence(ctx); err != nil {
+		return item, err
+	}
+	var st api.PtahMigrationStatus
+	obj, err := storedMigration(ctx, r, in, &st)
+	if err != nil {
+		return item, err
+	}
+	item.Registered = obj.UID != ""
+	if item.Registered {
+		item.Migration = &st
+		if item.Approval, err = migrationApproval(ctx, r, in, st); err != nil {
+			return item, err
+		}
+	}
+	id, err := postgres.ReadTargetIdentity(ctx, r.Target)
+	if errors.Is(err, postgres.ErrNoIdentity) {
+		return item, nil // no writer ever ran here: no lease, no run
+	}
+	if err != nil {
+		return item, err
+	}
+	digest := runner.MigrationCoordinationDigest(in.Migration.Spec, runner.TargetIdentityDigest(id))
+	if u := st.UnresolvedRun; u != nil {
+		may, err := postgres.WriterMayStillWrite(ctx, r.Target, u.OperationID, u.CoordinationDigest)
+		if err != nil {
+			return item, err
+		}
+		item.WriterMayStillWrite = &may
+	}
+	lease, err := postgres.LeaseHolder(ctx, r.Target, digest)
+	if err != nil || lease == nil {
+		return item, err
+	}
+	w, err := postgres.SessionActivity(ctx, r.Target, lease.Writer)
+	if err != nil {
+		return item, err
+	}
+	var run *postgres.Run
+	if w != nil {
+		if run, err = postgres.ReadRun(ctx, r.Target, lease.Holder); errors.Is(err, postgres.ErrRunNotFound) {
+			run, err = nil, nil
+		} else if err != nil {
+			return item, err
+		}
+	}
+	item.Lease = leaseItem(lease, w != nil, w, run)
+	if item.Lease.Writer != nil {
+		item.Lease.Writer.Statement = "" // hand-written SQL stays out of status
+	}
+	return item, nil
+}
+
+// migrationApproval is the live approval of st's current plan, if any.
+func migrationApproval(ctx context.Context, r *runner.Runner, in runner.Resource, st api.PtahMigrationStatus) (*jsonApproval, error) {
+	if st.Plan == nil {
+		return nil, nil
+	}
+	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahMigrationApproval, Namespace: storeNamespace(in.Migration.Namespace),
+		Labels: map[string]string{runner.LabelMigration: in.Migration.Name}})
+	if err != nil {
+		return nil, fmt.Errorf("reading the approvals of %s: %w", in.Migration.Name, err)
+	}
+	for _, o := range objs {
+		var spec api.PtahMigrationApprovalSpec
+		var ds api.DecisionStatus
+		if err := decodeObject(o, &spec, &ds); err != nil {
+			return nil, err
+		}
+		if !ds.Spent() && spec.Plan.UID == st.Plan.UID && spec.PlanFingerprint == st.Plan.Fingerprint {
+			return &jsonApproval{Name: o.Name, UID: o.UID, Approver: spec.Approver, ApprovedAt: spec.ApprovedAt, Reason: spec.Reason}, nil
+		}
+	}
+	return nil, nil
+}
+
+func decodeObject(o store.Object, spec, status any) error {
+	if err := json.Unmarshal(o.Spec, spec); err != nil {
+		return fmt.Errorf("decoding %s %s: %w", o.Kind, o.Name, err)
+	}
+	if len(o.Status) > 0 {
+		if err := json.Unmarshal(o.Status, status); err != nil {
+			return fmt.Errorf("decoding %s %s: %w", o.Kind, o.Name, err)
+		}
+	}
+	return nil
+}
+
+func at(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// lastRunText says how a migration's last run ended, without SQL.
+func lastRunText(lr *api.AppliedPlan) string {
+	switch lr.Outcome {
+	case api.OutcomeSucceeded:
+		return fmt.Sprintf("applied %s (operation %s, plan %s, %s)", versionsNoun(lr.Versions), lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+	case api.OutcomeFailed:
+		var b strings.Builder
+		if f := lr.Failure; f != nil {
+			fmt.Fprintf(&b, "failed: %s", failureText(f))
+		} else {
+			b.WriteString("failed before any file ran")
+		}
+		if msg := messageHead(lr.Message); msg != "" {
+			b.WriteString(": " + msg)
+		}
+		if len(lr.Versions) > 0 {
+			fmt.Fprintf(&b, "; committed before it, and applied: %s", versionList(lr.Versions))
+		} else {
+			b.WriteString("; nothing of the plan was applied")
+		}
+		fmt.Fprintf(&b, " (operation %s, plan %s, %s)", lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+		return b.String()
+	}
+	return fmt.Sprintf("%s (operation %s, plan %s, %s)", lr.Outcome, lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+}
+
+// failureText locates where a failed run stopped.
+func failureText(f *api.RunFailure) string {
+	if f.Statement == 0 {
+		return fmt.Sprintf("version %s rolled back (not at one of its statements: at its commit, or before it began)", f.Version)
+	}
+	return fmt.Sprintf("version %s failed at its statement %d and rolled back", f.Version, f.Statement)
+}
+
+func versionsNoun(vs []string) string {
+	if len(vs) == 1 {
+		return "version " + vs[0]
+	}
+	return "versions " + versionList(vs)
+}
+
+// unresolvedText describes an unresolved run in one line.
+func unresolvedText(u *api.UnresolvedRun) string {
+	return fmt.Sprintf("operation %s of plan %s (uid %s): outcome %s, reported by %s at %s", u.OperationID, u.Plan.Name, u.Plan.UID,
+		u.Outcome, strings.ToLower(u.ReportedBy), at(u.RecordedAt))
+}
+
+// unresolvedWriterText says where the unresolved run's writer is.
+func unresolvedWriterText(u *api.UnresolvedRun, mayStillWrite *bool) string {
+	who := "no session recorded (the run was dispatched and never reported one)"
+	if w := u.Writer; w != nil {
+		who = fmt.Sprintf("session pid %d started %s", w.PID, at(w.BackendStart))
+	}
+	s := fmt.Sprintf("%s, deadline %s", who, at(u.Deadline))
+	switch {
+	case mayStillWrite == nil:
+	case *mayStillWrite:
+		s += "; it may still be writing"
+	default:
+		s += "; it can no longer write"
+	}
+	return s
+}
+
+// writeMigrationStatus is ptah status for a PtahMigration.
+func writeMigrationStatus(b *strings.Builder, st styles, it statusItem, row func(label, value string)) {
+	s := it.Migration
+	fmt.Fprintf(b, "%s  %s", st.header.Render(fmt.Sprintf("%s %q", it.Resource.Kind, it.Resource.Name)), phaseText(st, s.Phase))
+	if s.Reason != "" && s.Reason != string(s.Phase) {
+		fmt.Fprintf(b, " (%s)", s.Reason)
+	}
+	b.WriteString("\n")
+	for _, l := range strings.Split(strings.TrimSpace(firstLines(s.Message)), "\n") {
+		if l != "" {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	if s.Plan != nil {
+		row("current plan", fmt.Sprintf("%s (uid %s)", s.Plan.Name, s.Plan.UID))
+	} else {
+		row("current plan", "none")
+	}
+	row("history", historyText(s.History))
+	if lr := s.LastRun; lr != nil {
+		row("last run", lastRunText(lr))
+	} else {
+		row("last run", "none")
+	}
+	if u := s.UnresolvedRun; u != nil {
+		row("unresolved run", unresolvedText(u))
+		row("its writer", unresolvedWriterText(u, it.WriterMayStillWrite))
+		row("settle it", "ptah resolve-run "+it.Resource.Name+" shows the evidence")
+	}
+	if rr := s.ResolvedRun; rr != nil {
+		row("resolved run", fmt.Sprintf("operation %s, by %s at %s (acknowledgment %s)", rr.OperationID, rr.By, at(rr.At), rr.Acknowledgment.Name))
+	}
+	writeRunStateRows(s.RunState, it, row)
+}
+
+// firstLines keeps a status message's lines but drops what follows a
+// failed statement's report: a recorded message may end with its SQL.
+func firstLines(msg string) string {
+	if strings.Contains(msg, "statement ") && strings.Contains(msg, " failed") {
+		return messageHead(msg)
+	}
+	return msg
+}
+
+// writeMigrationApplied is ptah apply's summary of a PtahMigration.
+func writeMigrationApplied(b *strings.Builder, st styles, r applied) {
+	m := r.Migration
+	fmt.Fprintf(b, "%s: %s", st.header.Render(r.Resource.Ref()), phaseText(st, m.Phase))
+	lr := m.LastRun
+	ran := lr != nil && slices.Contains(r.Dispatched, lr.OperationID)
+	switch {
+	case ran && lr.Outcome == api.OutcomeSucceeded:
+		fmt.Fprintf(b, " Applied %s (plan %s, operation %s).", versionsNoun(lr.Versions), lr.Plan.Name, lr.OperationID)
+	case ran && lr.Outcome == api.OutcomeFailed:
+		b.WriteString(" The run " + lastRunText(lr) + ".")
+	}
+	if msg := firstLines(m.Message); msg != "" && m.Phase != api.PhaseInSync && !(ran && m.Phase == api.PhaseFailed) {
+		b.WriteString(" " + strings.ReplaceAll(msg, "\n", "\n  "))
+	}
+	b.WriteString("\n")
+	if u := m.UnresolvedRun; u != nil {
+		fmt.Fprintf(b, "  unresolved run: %s\n", unresolvedText(u))
+		fmt.Fprintf(b, "  its writer: %s\n", unresolvedWriterText(u, nil))
+	}
+}
+
+// migrationInterrupted says what an interrupted apply did to a
+// PtahMigration, and what comes next.
+func migrationInterrupted(cause error, res *config.Resource, out runner.Result) error {
+	st := out.Migration.Status
+	lr := st.LastRun
+	ran := lr != nil && slices.Contains(out.Dispatched, lr.OperationID)
+	var what, next string
+	switch u := st.UnresolvedRun; {
+	case u != nil && slices.Contains(out.Dispatched, u.OperationID):
+		what = fmt.Sprintf("the outcome of run %s of plan %s is not known (%s)", u.OperationID, u.Plan.Name, u.Outcome)
+		next = fmt.Sprintf("nothing runs until a person settles it: ptah resolve-run %s shows the evidence", res.Name())
+	case st.ActiveOperation != nil && st.ActiveOperation.DispatchedAt != nil:
+		op := st.ActiveOperation
+		what = fmt.Sprintf("run %s of plan %s was not accounted for", op.ID, op.Plan.Name)
+		next = fmt.Sprintf("the next ptah apply accounts for it from the journal once its writer session has ended; what the journal cannot settle waits for ptah resolve-run %s", res.Name())
+	case ran && lr.Outcome == api.OutcomeFailed:
+		what = "the run " + lastRunText(lr)
+		next = afterSpentApproval(res)
+	case ran:
+		what = fmt.Sprintf("plan %s had already committed: %s applied", lr.Plan.Name, versionsNoun(lr.Versions))
+		next = "ptah status shows where it stands"
+	default:
+		what = "nothing ran"
+		next = "ptah apply takes it up again (an approval given stands)"
+	}
+	return fmt.Errorf("interrupted (%w): %s: %s; %s", cause, res.Ref(), what, next)
+}
