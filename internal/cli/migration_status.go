@@ -129,7 +129,7 @@ func lastRunText(lr *api.AppliedPlan) string {
 		} else {
 			b.WriteString("failed before any file ran")
 		}
-		if msg := messageHead(lr.Message); msg != "" {
+		if msg := postgresError(lr.Message); msg != "" {
 			b.WriteString(": " + msg)
 		}
 		if len(lr.Versions) > 0 {
@@ -141,6 +141,21 @@ func lastRunText(lr *api.AppliedPlan) string {
 		return b.String()
 	}
 	return fmt.Sprintf("%s (operation %s, plan %s, %s)", lr.Outcome, lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+}
+
+// postgresError is what PostgreSQL said, from a failed run's recorded
+// message: that message numbers the statement in the whole plan (and may
+// end with its SQL), where a person reads the failure by file and by
+// statement in it (failureText).
+func postgresError(msg string) string {
+	head := messageHead(msg)
+	if i := strings.Index(head, "ERROR: "); i >= 0 {
+		return head[i:]
+	}
+	if _, rest, ok := strings.Cut(head, ": "); ok && strings.HasPrefix(head, "executing run ") {
+		return rest
+	}
+	return head
 }
 
 // failureText locates where a failed run stopped.

@@ -556,6 +556,9 @@ func (a *app) recordResolution(ctx context.Context, o resolveOptions) error {
 	if errors.Is(err, runner.ErrNotRegistered) {
 		return fmt.Errorf("resolving operation %s of %s: %w: no pass has run for it in this database", o.Operation, res.Ref(), runner.ErrNothingUnresolved)
 	}
+	if errors.Is(err, runner.ErrNotMarkable) {
+		return fmt.Errorf("resolving operation %s of %s: %w", o.Operation, res.Ref(), err)
+	}
 	if err != nil {
 		return err
 	}
