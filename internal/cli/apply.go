@@ -30,8 +30,9 @@ type applyOptions struct {
 	ObserveTimeout time.Duration
 }
 
-const applyLong = `Run each PtahSchema resource's pass until it settles: observe the
-database, publish the plan, and execute it if it is authorized, exactly once.
+const applyLong = `Run each resource's pass until it settles: observe the database (a
+PtahSchema's catalog, a PtahMigration's history), publish the plan, and
+execute it if it is authorized, exactly once.
 
 A plan is authorized by spec.policy.apply:
   OnApproval  (default) an approval of exactly this plan, recorded by
@@ -51,6 +52,15 @@ statements and the session are recorded in the run journal (schema ptah).
 If a later transaction fails, the earlier ones stay committed; the database
 is then observed again, and never re-run from the old plan.
 
+A PtahMigration's plan runs its files in order, each in a transaction of
+its own with its history row, or, marked -- ptah:no-transaction, statement
+by statement. If a statement fails, its file rolls back and the files
+before it stay applied (exit 12, naming the version, the statement's place
+in its file and PostgreSQL's error). A run whose outcome cannot be
+established (the process died, the connection was lost mid-file) is never
+run again: the migration is Blocked (UnresolvedRun, exit 11) until ptah
+resolve-run NAME settles it.
+
 Ends InSync (exit 0) when the database matches the declaration; otherwise
 stops with the exit code of where it stopped: awaiting approval (10),
 blocked (11) or failed (12).
@@ -60,6 +70,7 @@ elapsed time while it runs; elsewhere (a CI log) one line per statement
 once it ran, with the time it took:
 
   app [2/7] 35ms  CREATE INDEX posts_author ON public.posts (author_id)
+  app [3/5] version 2 (no transaction) 1.2s  CREATE INDEX CONCURRENTLY users_email ON users (email)
 
 `
 

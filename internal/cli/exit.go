@@ -94,7 +94,7 @@ var outcomes = []outcome{
 		"the target's role needs CREATE on the database the first time ptah records state there; ptah plan --no-publish needs no write access"},
 	{ExitObserveTimeout, "plan or apply: reading the target's catalog waited longer than --observe-timeout behind a lock another session holds; nothing was planned",
 		"the message names the session holding the lock: retry once it is done, or raise --observe-timeout"},
-	{ExitSource, "a PtahMigration's source directory cannot be read as a versioned sequence: file names that fit no layout or several, duplicate versions, a file with no statement or with transaction control, a ptah.sum that does not match",
+	{ExitSource, "a PtahMigration's source directory is missing or cannot be read as a versioned sequence: file names that fit no layout or several, duplicate versions, a file with no statement or with transaction control, a ptah.sum that does not match",
 		"fix what is named above; after a change to files that is meant, ptah migrate hash writes ptah.sum again"},
 	{ExitNothingUnresolved, "resolve-run --operation: the migration has no unresolved run (settled already, or never uncertain); nothing was recorded",
 		"ptah status NAME shows where it stands; ptah resolve-run NAME without --operation shows whether anything is unresolved"},

@@ -38,10 +38,21 @@ type planOptions struct {
 	ObserveTimeout   time.Duration
 }
 
-const planLong = `Compute the plan for each PtahSchema resource, the ordered statements that
-take the target database to the declared schema, publish it, and print it.
+const planLong = `Compute the plan for each resource, publish it, and print it. A PtahSchema's
+plan is the ordered statements that take the target database to the
+declared schema; a PtahMigration's is its files that the database's
+migration history lacks, in version order, each with its checksum and how
+it runs (in a transaction of its own, or, marked -- ptah:no-transaction,
+statement by statement), selected against one reading of the history
+(the plan shows its fingerprint; the approval binds it).
 
-plan never changes the managed schemas. It inspects the target's catalog,
+A migration whose files the history no longer accounts for (an applied
+file edited or gone, a new file older than the newest applied, a run only
+a person can settle) is Blocked, exit 11, naming the versions; a source
+directory that does not read as a sequence is exit 18, before any
+connection.
+
+For a PtahSchema, plan never changes the managed schemas. It inspects the target's catalog,
 loads the declared SQL files (spec.source.path, *.sql in lexical order) into
 a temporary dev database created on the target's server (or on the server
 --dev-url names) and dropped afterwards, inspects that the same way, and
@@ -54,17 +65,22 @@ authorized plan. An unchanged plan keeps its UID; any change in the
 statements or the inputs publishes a new one. --no-publish only prints: it
 writes nothing, needs no write access, and its plan cannot be approved.
 
-NAME arguments pick resources by metadata.name; without any, every resource
-in the file is planned.
+NAME arguments pick resources by metadata.name (PtahMigration/NAME to pick
+one kind); without any, every resource in the file is planned.
 
 Output (-o):
   text  statements in order, hazards tagged, a summary per resource (default)
-  sql   a script to run as-is with psql -v ON_ERROR_STOP=1 -f -
+  sql   a script to run as-is with psql -v ON_ERROR_STOP=1 -f - (a migration's
+        pending files, to read: run that way they are not recorded in its history)
   json  {"items":[{"resource":{"apiVersion":"ptah.run/v1alpha1","kind":"PtahSchema","name":"app"},
           "changes":true,"plan":{"metadata":{"name":"app-1f2e3d4c5b6a","uid":"..."},
           "spec":{"statements":[{"sql":"...","hazards":["deletes-data"]}],
           "phases":[{"statements":1,"locks":17}],"lockCapacity":{...},"destructive":true,
           "lockTimeout":"5s","fingerprint":"sha256:..."}},"phase":"AwaitingApproval",...}]}
+        a PtahMigration's plan.spec: {"versions":[{"version":"2","name":"users_email",
+          "file":"2_users_email.sql","checksum":"sha256:...","noTransaction":true}],
+          "lockTimeout":"5s","historyFingerprint":"sha256:...","fingerprint":"sha256:..."},
+          beside the item's "history":{"applied":1,"lastApplied":"1","fingerprint":"sha256:..."}
 
 A plan runs in one transaction unless it says otherwise: labels added to
 existing enums commit first, on their own, and a plan that would lock more

@@ -16,7 +16,14 @@ plan is published under a UID; a person approves that UID; ptah apply runs
 exactly what was approved, once, and only against the database it was
 computed for.
 
-Resources are YAML documents in a file, ptah.yaml by default:
+A PtahMigration resource is a directory of versioned, hand-written SQL
+files; ptah runs those not yet in the database's migration history, in
+version order, each once, through the same plan, approve and apply. A run
+whose outcome ptah cannot establish stops everything for that migration
+until a person settles it with ptah resolve-run.
+
+Resources are YAML documents in a file, ptah.yaml by default, of either
+kind:
 
   apiVersion: ptah.run/v1alpha1
   kind: PtahSchema
@@ -27,6 +34,20 @@ Resources are YAML documents in a file, ptah.yaml by default:
       urlFrom: {env: APP_DATABASE_URL}
     source:
       path: ./schema
+  ---
+  apiVersion: ptah.run/v1alpha1
+  kind: PtahMigration
+  metadata:
+    name: app
+  spec:
+    target:
+      urlFrom: {env: APP_DATABASE_URL}
+      sharedRealm: true          # with sharedRealm on the PtahSchema too
+    source:
+      path: ./migrations
+
+A bare NAME selects the resources of every kind with that name;
+PtahMigration/app names one.
 
 Settings: a flag wins over its PTAH_* environment variable (--dev-url is
 PTAH_DEV_URL), which wins over the --config file (YAML, keys named like the
