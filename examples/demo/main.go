@@ -1,9 +1,10 @@
 // Command demo shows ptah's governed flow on a fresh machine: it starts a
 // throwaway PostgreSQL server, builds an example app's database from
 // examples/app/v1, and takes it to the changed declaration in
-// examples/app/v2: plan, apply (refused: not approved), approve, apply,
-// status. Everything it creates is removed at the end, also on error or
-// Ctrl-C.
+// examples/app/v2 and, beside it on the same database, runs the versioned
+// files of examples/app/migrations: plan, apply (refused: not approved),
+// approve each plan, apply, status. Everything it creates is removed at
+// the end, also on error or Ctrl-C.
 //
 //	go run ./examples/demo            (or: make demo)
 package main
@@ -32,7 +33,7 @@ import (
 const urlVar = "DEMO_DATABASE_URL"
 
 func main() {
-	appDir := flag.String("app", filepath.Join("examples", "app"), "the example app: v1/ and v2/ declarations, seed.sql")
+	appDir := flag.String("app", filepath.Join("examples", "app"), "the example app: v1/ and v2/ declarations, migrations/, seed.sql")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, *appDir)
@@ -103,6 +104,7 @@ metadata:
 spec:
   target:
     urlFrom: {env: %s}
+    sharedRealm: true                # the migration below shares the database
   source:
     path: %s
   schemas: [public]
@@ -110,11 +112,24 @@ spec:
     apply: OnApproval
     allowDestructive: true           # v2 drops a column; a person still approves it
     lockTimeout: 5s
-`, urlVar, filepath.Join(appDir, "v2"))
+---
+apiVersion: ptah.run/v1alpha1
+kind: PtahMigration
+metadata:
+  name: shop-reporting
+spec:
+  target:
+    urlFrom: {env: %s}
+    sharedRealm: true
+  source:
+    path: %s                         # versioned files, each run once, in order
+  policy:
+    apply: OnApproval
+`, urlVar, filepath.Join(appDir, "v2"), urlVar, filepath.Join(appDir, "migrations"))
 	if err := os.WriteFile(yamlPath, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	step("Declaring the new schema, examples/app/v2, in %s", yamlPath)
+	step("Declaring the new schema, examples/app/v2, and the migrations of examples/app/migrations, in %s", yamlPath)
 	fmt.Print(indent(yaml))
 	fmt.Printf("    (%s holds the URL; it is set in this process's environment)\n", urlVar)
 	if err := os.Setenv(urlVar, dbURL); err != nil {
@@ -135,46 +150,53 @@ spec:
 	if err := ptah(0, "plan"); err != nil {
 		return err
 	}
-	fmt.Println("\nThe plan is published in the database (schema ptah) under the UID above; nothing ran.")
+	fmt.Println("\nBoth plans are published in the database (schema ptah) under the UIDs above; nothing ran.")
 
 	if err := ptah(cli.ExitAwaitingApproval, "apply"); err != nil {
 		return err
 	}
 	fmt.Printf("    exit code %d: apply runs only an approved plan\n", cli.ExitAwaitingApproval)
 
-	step("ptah plan -o json: a script reads the plan's UID and fingerprint")
+	step("ptah plan -o json: a script reads each plan's UID and fingerprint")
 	var out bytes.Buffer
 	if code := cli.Run(ctx, []string{"plan", "-f", yamlPath, "-o", "json"}, &out, os.Stderr); code != 0 {
 		return fmt.Errorf("ptah plan -o json exited with %d", code)
 	}
 	var doc struct {
 		Items []struct {
-			Plan struct {
+			Resource struct{ Kind, Name string }
+			Plan     struct {
 				Metadata struct{ UID string }
 				Spec     struct{ Fingerprint string }
 			}
 		}
 	}
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Items) != 1 || doc.Items[0].Plan.Metadata.UID == "" {
-		return fmt.Errorf("reading the plan's UID from ptah plan -o json: %v", err)
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Items) != 2 {
+		return fmt.Errorf("reading the plans' UIDs from ptah plan -o json: %v", err)
 	}
-	uid, fp := doc.Items[0].Plan.Metadata.UID, doc.Items[0].Plan.Spec.Fingerprint
-	fmt.Printf("    uid %s\n    fingerprint %s\n", uid, fp)
-
-	for _, c := range []struct {
+	type call struct {
 		want int
 		args []string
-	}{
-		{0, []string{"approve", uid, "--fingerprint", fp, "--as", "demo", "--reason", "reviewed in the demo"}},
-		{0, []string{"apply"}},
-		{0, []string{"status"}},
-		{0, []string{"plan", "--detailed-exitcode"}},
-	} {
+	}
+	var calls []call
+	for _, it := range doc.Items {
+		uid, fp := it.Plan.Metadata.UID, it.Plan.Spec.Fingerprint
+		if uid == "" {
+			return fmt.Errorf("ptah plan -o json published no plan for %s %s", it.Resource.Kind, it.Resource.Name)
+		}
+		fmt.Printf("    %s %s: uid %s\n      fingerprint %s\n", it.Resource.Kind, it.Resource.Name, uid, fp)
+		calls = append(calls, call{0, []string{"approve", uid, "--fingerprint", fp, "--as", "demo", "--reason", "reviewed in the demo"}})
+	}
+	calls = append(calls, call{0, []string{"apply"}}, call{0, []string{"status"}}, call{0, []string{"plan", "--detailed-exitcode"}})
+	for _, c := range calls {
 		if err := ptah(c.want, c.args...); err != nil {
 			return err
 		}
 	}
-	fmt.Println("\nThe database now matches examples/app/v2; the run is recorded in the journal (schema ptah).")
+	fmt.Println("\nThe database now matches examples/app/v2, and its migration history holds every file of")
+	fmt.Println("examples/app/migrations (ptah.migration_history); each run is recorded in the journal (schema ptah).")
+	fmt.Println("Had a run stopped part way through a file, ptah would run nothing more for it until")
+	fmt.Println("ptah resolve-run shows a person the evidence and records what they found (see README.md).")
 	return nil
 }
 
