@@ -214,7 +214,9 @@ func writeMigrationStatus(b *strings.Builder, st styles, it statusItem, row func
 	} else {
 		row("current plan", "none")
 	}
-	row("history", historyText(s.History))
+	// The pass's reading, which a failed run does not refresh: the last
+	// run's versions say what it added since.
+	row("history (last read)", historyText(s.History))
 	if lr := s.LastRun; lr != nil {
 		row("last run", lastRunText(lr))
 	} else {
