@@ -314,7 +314,7 @@ func writeTextMigrationPlan(b *strings.Builder, st styles, r planResult) {
 		st.dim.Render(fmt.Sprintf("(%s:%d; %s%s; lock timeout %s)", r.Resource.File, r.Resource.Line, r.Resource.SourceDir(), layout, m.LockTimeout)))
 	fmt.Fprintf(b, "%s\n", st.dim.Render("history: "+historyText(m.history())))
 	s := r.state()
-	if r.blocked() && r.Published == nil {
+	if r.blocked() {
 		writeBlocked(b, st, s.Reason, s.Message)
 		return
 	}

@@ -353,7 +353,10 @@ func publishedResult(r *config.Resource, in runner.Resource, out runner.Result) 
 	if m := out.Migration; m != nil {
 		st := m.Status
 		res := planResult{Resource: r, Migration: &migrationPlan{Status: &st, Source: in.Source, LockTimeout: r.Migration.Spec.Policy.LockTimeout}}
-		if p := m.Plan; p != nil {
+		// A blocked migration has nothing to show as pending: the plan its
+		// status still names is the one of a run it cannot account for,
+		// or one its history no longer supports.
+		if p := m.Plan; p != nil && st.Phase != api.PhaseBlocked {
 			res.Migration.Versions = p.Spec.Versions
 			res.Migration.HistoryFingerprint = p.Spec.HistoryFingerprint
 			res.Migration.LockTimeout = p.Spec.LockTimeout

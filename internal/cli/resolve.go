@@ -190,6 +190,10 @@ type (
 		History             []evidenceHistoryRow  `json:"history,omitempty"`
 		Next                *evidenceNextCommand  `json:"next,omitempty"`
 		ResolvedRun         *api.ResolvedRun      `json:"resolvedRun,omitempty"`
+		// Unaccounted is a dispatched run no pass has accounted for yet
+		// (its process died): ptah plan accounts for it from the journal,
+		// and records it as unresolved if the journal cannot settle it.
+		Unaccounted *api.Operation `json:"unaccounted,omitempty"`
 		Status              *evidenceStatusDigest `json:"status,omitempty"`
 	}
 	evidenceStatusDigest struct {
@@ -286,6 +290,9 @@ func (a *app) showEvidence(ctx context.Context, o resolveOptions) error {
 			return err
 		}
 		out.ResolvedRun = st.ResolvedRun
+		if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+			out.Unaccounted = op
+		}
 		if st.Phase != "" {
 			out.Status = &evidenceStatusDigest{Phase: st.Phase, Reason: st.Reason}
 		}
@@ -412,6 +419,14 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	var b strings.Builder
 	name := fmt.Sprintf("%s %q", out.Resource.Kind, out.Resource.Name)
 	u := out.Unresolved
+	if op := out.Unaccounted; u == nil && op != nil {
+		fmt.Fprintf(&b, "%s: run %s of plan %s was dispatched, and no pass has accounted for it yet (its process stopped).\n"+
+			"  ptah plan %s accounts for it from the run journal (it runs nothing): if the journal settles it, that is all;\n"+
+			"  if not, it records the run as unresolved, and ptah resolve-run %s then shows its evidence.\n",
+			st.header.Render(name), op.ID, op.Plan.Name, out.Resource.Name, out.Resource.Name)
+		_, err := io.WriteString(a.stdout, b.String())
+		return err
+	}
 	if u == nil {
 		fmt.Fprintf(&b, "%s: %s No run is unresolved; there is nothing to settle.\n", st.header.Render(name), st.ok.Render("Nothing to resolve."))
 		if s := out.Status; s != nil {
