@@ -182,19 +182,19 @@ type (
 		Resource ref `json:"resource"`
 		// Unresolved is the record; null when nothing is unresolved (the
 		// rest is then absent).
-		Unresolved          *api.UnresolvedRun    `json:"unresolved"`
-		Plan                *jsonMeta             `json:"plan,omitempty"`
-		WriterMayStillWrite bool                  `json:"writerMayStillWrite"`
-		Run                 *evidenceRun          `json:"run,omitempty"`
-		Versions            []evidenceVersion     `json:"versions,omitempty"`
-		History             []evidenceHistoryRow  `json:"history,omitempty"`
-		Next                *evidenceNextCommand  `json:"next,omitempty"`
-		ResolvedRun         *api.ResolvedRun      `json:"resolvedRun,omitempty"`
+		Unresolved          *api.UnresolvedRun   `json:"unresolved"`
+		Plan                *jsonMeta            `json:"plan,omitempty"`
+		WriterMayStillWrite bool                 `json:"writerMayStillWrite"`
+		Run                 *evidenceRun         `json:"run,omitempty"`
+		Versions            []evidenceVersion    `json:"versions,omitempty"`
+		History             []evidenceHistoryRow `json:"history,omitempty"`
+		Next                *evidenceNextCommand `json:"next,omitempty"`
+		ResolvedRun         *api.ResolvedRun     `json:"resolvedRun,omitempty"`
 		// Unaccounted is a dispatched run no pass has accounted for yet
 		// (its process died): ptah plan accounts for it from the journal,
 		// and records it as unresolved if the journal cannot settle it.
-		Unaccounted *api.Operation `json:"unaccounted,omitempty"`
-		Status              *evidenceStatusDigest `json:"status,omitempty"`
+		Unaccounted *api.Operation        `json:"unaccounted,omitempty"`
+		Status      *evidenceStatusDigest `json:"status,omitempty"`
 	}
 	evidenceStatusDigest struct {
 		Phase  api.Phase `json:"phase"`
