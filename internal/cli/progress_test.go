@@ -53,6 +53,28 @@ $`)
 	}
 }
 
+// A migration's statements are named by their file's version, and a file
+// run without a transaction says so: its statements commit one by one.
+func TestStepPrinterNamesTheMigrationVersion(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	p := newStepPrinter(&log, "app", false)
+	for _, st := range []postgres.Step{
+		{N: 1, Total: 2, Phase: 1, Phases: 2, Version: "0003", Statement: postgres.Statement{SQL: "CREATE TABLE t (id int)"}, Done: true,
+			Elapsed: 3 * time.Millisecond},
+		{N: 2, Total: 2, Phase: 2, Phases: 2, Version: "4", NoTransaction: true, Statement: postgres.Statement{SQL: "CREATE INDEX CONCURRENTLY t_id ON t (id)"},
+			Done: true, Elapsed: 5 * time.Millisecond},
+	} {
+		p.step(st)
+	}
+	p.finish()
+	want := "app [1/2] version 0003 3ms  CREATE TABLE t (id int)\n" +
+		"app [2/2] version 4 (no transaction) 5ms  CREATE INDEX CONCURRENTLY t_id ON t (id)\n"
+	if log.String() != want {
+		t.Errorf("log output:\n%s\nwant:\n%s", log.String(), want)
+	}
+}
+
 func TestStatementLine(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ sql, want string }{

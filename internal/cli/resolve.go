@@ -408,7 +408,10 @@ func versionVerdict(v evidenceVersion) string {
 	for _, f := range v.Failed {
 		s += fmt.Sprintf("; statement %d failed", f.InFile)
 	}
-	if v.Statements > 0 && v.Started < v.Statements {
+	switch {
+	case v.Statements > 0 && v.Started+1 == v.Statements:
+		s += fmt.Sprintf("; statement %d did not start", v.Statements)
+	case v.Statements > 0 && v.Started < v.Statements:
 		s += fmt.Sprintf("; statements %d to %d did not start", v.Started+1, v.Statements)
 	}
 	return s
