@@ -226,13 +226,13 @@ func interrupted(cause error, res *config.Resource, out runner.Result) error {
 // afterSpentApproval is what comes after a run that did not complete: its
 // approval authorized that one run.
 func afterSpentApproval(res *config.Resource) string {
-	policy := api.ApplyPolicy("")
 	if res.Migration != nil {
-		policy = res.Migration.Spec.Policy.Apply
-	} else {
-		policy = res.Schema.Spec.Policy.Apply
+		if res.Migration.Spec.Policy.Apply == api.ApplyAlways {
+			return "the next ptah apply plans the versions that remain and runs them"
+		}
+		return "an approval authorizes one run: ptah plan publishes the plan of the versions that remain, which needs its own ptah approve"
 	}
-	if policy == api.ApplyAlways {
+	if res.Schema.Spec.Policy.Apply == api.ApplyAlways {
 		return "the next ptah apply plans again from the database as it is and runs that plan (a destructive one waits for an approval)"
 	}
 	return "an approval authorizes one run: ptah plan publishes a new plan from the database as it is, which needs its own ptah approve"

@@ -519,3 +519,77 @@ func TestPlanNeverHangsBehindALock(t *testing.T) {
 		}
 	}
 }
+
+// newMigrationProject is newProject for a PtahMigration of files (name ->
+// SQL), policy Always.
+func newMigrationProject(t *testing.T, before string, files map[string]string) *project {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	if before != "" {
+		pgtest.Exec(t, url, before)
+	}
+	dir := t.TempDir()
+	all := map[string]string{
+		"url": url,
+		"ptah.yaml": `apiVersion: ptah.run/v1alpha1
+kind: PtahMigration
+metadata:
+  name: app
+spec:
+  target:
+    urlFrom: {file: url}
+  source:
+    path: migrations
+  policy:
+    apply: Always
+    lockTimeout: 30s
+`,
+	}
+	for name, sql := range files {
+		all["migrations/"+name] = sql
+	}
+	for name, body := range all {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
+}
+
+// TestInterruptedMigrationApply interrupts ptah apply while the second
+// file of a migration waits for a lock: the first file stays applied, the
+// second rolls back, and ptah says so, by version; the next apply runs the
+// second file only.
+func TestInterruptedMigrationApply(t *testing.T) {
+	t.Parallel()
+	p := newMigrationProject(t, crashBefore, map[string]string{
+		"1_posts.sql": "CREATE TABLE posts (id int PRIMARY KEY);",
+		"2_email.sql": "ALTER TABLE users ADD COLUMN email text;",
+	})
+	tx := p.lockUsers()
+	p.started = func(proc *os.Process) {
+		p.whenWriterWaits(tx, func(*pgx.Conn, int32) { _ = proc.Signal(os.Interrupt) })
+	}
+	code, stdout, stderr := p.ptah(nil, "apply")
+	p.started = nil
+	t.Logf("interrupted apply: exit %d\n%s%s", code, stdout, stderr)
+	if code != ExitInterrupted {
+		t.Fatalf("interrupted apply: exit %d, want %d\n%s%s", code, ExitInterrupted, stdout, stderr)
+	}
+	if !regexp.MustCompile(`interrupted \(context canceled\): PtahMigration "app": the run failed: version 2 .*rolled back.*; committed before it, and applied: 1 `).
+		MatchString(stderr) {
+		t.Fatalf("interrupted apply says:\n%s", stderr)
+	}
+	var history string
+	p.query(`SELECT string_agg(version, ',' ORDER BY version) FROM ptah.migration_history`, &history)
+	if history != "1" {
+		t.Fatalf("history after the interrupt: %s, want 1", history)
+	}
+	if code, out, errs := p.ptah(nil, "apply"); code != 0 || !strings.Contains(out, "InSync. Applied version 2 ") {
+		t.Fatalf("apply after the interrupt: exit %d\n%s%s", code, out, errs)
+	}
+}

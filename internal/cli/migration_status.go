@@ -153,7 +153,11 @@ func postgresError(msg string) string {
 		return head[i:]
 	}
 	if _, rest, ok := strings.Cut(head, ": "); ok && strings.HasPrefix(head, "executing run ") {
-		return rest
+		head = rest
+	}
+	// "statement 2/4 failed in transaction 2/3, ...: why"
+	if _, rest, ok := strings.Cut(head, ": "); ok && strings.HasPrefix(head, "statement ") {
+		head = rest
 	}
 	return head
 }

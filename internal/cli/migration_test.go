@@ -49,8 +49,9 @@ func TestPostgresError(t *testing.T) {
 	for msg, want := range map[string]string{
 		"executing run 2eb2: statement 3/4 failed in transaction 2/3, after transaction 1 (statement 1) committed: ERROR: duplicate key value (SQLSTATE 23505)\nINSERT INTO t VALUES (1)": "ERROR: duplicate key value (SQLSTATE 23505)",
 		"executing run 2eb2: the lease was lost": "the lease was lost",
-		"something else":                         "something else",
-		"":                                       "",
+		"executing run 17fc: statement 2/2 failed in transaction 2/2, after transaction 1 (statement 1) committed: context canceled": "context canceled",
+		"something else": "something else",
+		"":               "",
 	} {
 		if got := postgresError(msg); got != want {
 			t.Errorf("postgresError(%q) = %q, want %q", msg, got, want)
