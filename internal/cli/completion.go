@@ -4,13 +4,11 @@ import (
 	"context"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/config"
-	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // Dynamic shell completion (ptah completion bash|zsh|fish|powershell prints
@@ -63,10 +61,7 @@ func (a *app) completeRegistered(cmd *cobra.Command, args []string, _ string) ([
 			return
 		}
 		for _, u := range unlisted {
-			// forget removes PtahSchema records only (see runner.Forget).
-			if strings.HasPrefix(u, api.KindPtahSchema+" ") {
-				names = append(names, unlistedName(u))
-			}
+			names = append(names, unlistedName(u))
 		}
 	})
 	return names, cobra.ShellCompDirectiveNoFileComp
@@ -81,18 +76,11 @@ func (a *app) completePlanUIDs(cmd *cobra.Command, args []string, _ string) ([]s
 	var uids []string
 	a.withTargets(cmd, func(ctx context.Context, t *targets, sel *selection) {
 		for i, in := range sel.inputs {
-			var plan *api.PlanReference
-			if in.Migration != nil {
-				item, err := inspectMigration(ctx, t.runner(in), in)
-				if err == nil && item.Migration != nil {
-					plan = item.Migration.Plan
-				}
-			} else if rep, err := t.runner(in).Inspect(ctx, in); err == nil {
-				plan = rep.Status.Plan
+			rep, err := t.runner(in).Inspect(ctx, in)
+			if err != nil || rep.Status.Plan == nil {
+				continue
 			}
-			if plan != nil {
-				uids = append(uids, plan.UID+"\t"+sel.resources[i].Name()+": plan "+plan.Name)
-			}
+			uids = append(uids, rep.Status.Plan.UID+"\t"+sel.resources[i].Name()+": plan "+rep.Status.Plan.Name)
 		}
 	})
 	return uids, cobra.ShellCompDirectiveNoFileComp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -79,8 +80,14 @@ func (a *app) runForget(ctx context.Context, o forgetOptions) error {
 	if err != nil {
 		return err
 	}
+	// NAME may be qualified by its kind (PtahMigration/app); unqualified,
+	// a record of either family by that name is forgotten.
+	kinds, name := []string{api.KindPtahSchema, api.KindPtahMigration}, o.Name
+	if k, n, ok := strings.Cut(o.Name, "/"); ok && (k == api.KindPtahSchema || k == api.KindPtahMigration) {
+		kinds, name = []string{k}, n
+	}
 	for _, r := range sel.resources {
-		if r.Schema != nil && r.Name() == o.Name {
+		if slices.Contains(kinds, r.Kind()) && r.Name() == name {
 			return usageErrorf("%s declares %s: its next pass would register it again; remove it from the file first", o.File, r.Ref())
 		}
 	}
@@ -90,12 +97,6 @@ func (a *app) runForget(ctx context.Context, o forgetOptions) error {
 	}
 	defer t.close()
 	out := forgetOutput{Forgotten: []forgottenItem{}}
-	// NAME may be qualified by its kind (PtahMigration/app); unqualified,
-	// a record of either family by that name is forgotten.
-	kinds, name := []string{api.KindPtahSchema, api.KindPtahMigration}, o.Name
-	if k, n, ok := strings.Cut(o.Name, "/"); ok && (k == api.KindPtahSchema || k == api.KindPtahMigration) {
-		kinds, name = []string{k}, n
-	}
 	for url, r := range t.byURL {
 		for _, kind := range kinds {
 			f, err := r.Forget(ctx, kind, "default", name)

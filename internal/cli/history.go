@@ -11,9 +11,11 @@ import (
 )
 
 const historyLong = `Show what is recorded of each resource over time, oldest first: its stored
-plans, every approval (who, when, why, and whether it went stale), and every
-run in the journal (operation, plan, outcome, how many statements it
-journaled).
+plans, every approval (who, when, why, and whether it went stale or, for a
+PtahMigration, which run spent it), and every run in the journal
+(operation, plan, outcome, how many statements it journaled). A
+PtahMigration's versions are in its migration history (ptah status
+summarizes it).
 
 Plans do not pile up: when a plan is published, the resource's plans that
 nothing needs any more (neither current, nor claimed, nor owed an
@@ -72,6 +74,9 @@ type (
 		jsonApproval
 		Plan  jsonMeta `json:"plan"`
 		Stale bool     `json:"stale"`
+		// ConsumedBy is the operation a PtahMigration's approval authorized
+		// (it authorizes one run).
+		ConsumedBy string `json:"consumedBy,omitempty"`
 	}
 	historyRun struct {
 		OperationID string     `json:"operationID"`
@@ -87,7 +92,7 @@ type (
 )
 
 func (a *app) runHistory(ctx context.Context, o historyOptions) error {
-	sel, err := a.selectResources(o.File, o.Names, schemasOnly)
+	sel, err := a.selectResources(o.File, o.Names, sourcesUnread)
 	if err != nil {
 		return err
 	}
@@ -110,6 +115,15 @@ func (a *app) runHistory(ctx context.Context, o historyOptions) error {
 			item.Approvals = append(item.Approvals, historyApproval{
 				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason},
 				Plan:         jsonMeta{Name: ap.Spec.Plan.Name, UID: ap.Spec.Plan.UID}, Stale: ap.Status.Stale})
+		}
+		for _, ap := range h.MigrationApprovals {
+			ha := historyApproval{
+				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason},
+				Plan:         jsonMeta{Name: ap.Spec.Plan.Name, UID: ap.Spec.Plan.UID}, Stale: ap.Status.Stale}
+			if c := ap.Status.Consumed; c != nil {
+				ha.ConsumedBy = c.OperationID
+			}
+			item.Approvals = append(item.Approvals, ha)
 		}
 		for _, r := range h.Runs {
 			item.Runs = append(item.Runs, historyRun{OperationID: r.OperationID, PlanUID: r.PlanUID, StartedAt: r.StartedAt,
@@ -138,7 +152,10 @@ func renderHistoryText(w io.Writer, out historyOutput) error {
 		fmt.Fprintf(&b, "  approvals (%d):\n", len(it.Approvals))
 		for _, ap := range it.Approvals {
 			state := "live"
-			if ap.Stale {
+			switch {
+			case ap.ConsumedBy != "":
+				state = "spent by operation " + ap.ConsumedBy
+			case ap.Stale:
 				state = "stale"
 			}
 			reason := ""

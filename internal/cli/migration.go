@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,7 +9,6 @@ import (
 	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
-	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -121,7 +118,8 @@ func historyText(h *api.HistorySummary) string {
 // shows unfinished with no record (HistoryDirty), which only a pass
 // establishes: ptah plan does.
 func previewMigration(ctx context.Context, r *runner.Runner, in runner.Resource) (*migrationPlan, error) {
-	if err := r.Fence(ctx); err != nil {
+	st, err := storedMigrationStatus(ctx, r, in)
+	if err != nil {
 		return nil, err
 	}
 	rows, err := postgres.ReadHistory(ctx, r.Target, historyKey(in))
@@ -134,10 +132,6 @@ func previewMigration(ctx context.Context, r *runner.Runner, in runner.Resource)
 	}
 	var holds []migrate.Hold
 	mark := ""
-	st, err := storedMigrationStatus(ctx, r, in)
-	if err != nil {
-		return nil, err
-	}
 	if u := st.UnresolvedRun; u != nil {
 		holds = append(holds, migrate.Hold{Kind: migrate.Unresolved, OperationID: u.OperationID})
 		mark = u.OperationID
@@ -181,30 +175,14 @@ func verdictReason(k migrate.Kind) string {
 	return string(k)
 }
 
-// storedMigrationStatus reads the migration's recorded status; zero when
-// nothing is recorded yet. The caller has fenced the store.
+// storedMigrationStatus reads the migration's recorded status (runner's
+// Inspect, which fences the store first); zero when nothing is recorded.
 func storedMigrationStatus(ctx context.Context, r *runner.Runner, in runner.Resource) (api.PtahMigrationStatus, error) {
-	var st api.PtahMigrationStatus
-	_, err := storedMigration(ctx, r, in, &st)
-	return st, err
-}
-
-// storedMigration reads the migration's stored object and decodes its
-// status into st; registered is false when no pass ever recorded it.
-func storedMigration(ctx context.Context, r *runner.Runner, in runner.Resource, st *api.PtahMigrationStatus) (obj store.Object, err error) {
-	obj, err = r.Store.Get(ctx, api.KindPtahMigration, storeNamespace(in.Migration.Namespace), in.Migration.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Object{}, nil
+	rep, err := r.Inspect(ctx, in)
+	if err != nil || rep.Migration == nil {
+		return api.PtahMigrationStatus{}, err
 	}
-	if err != nil {
-		return obj, fmt.Errorf("reading the record of PtahMigration %s: %w", in.Migration.Name, err)
-	}
-	if len(obj.Status) > 0 {
-		if err := json.Unmarshal(obj.Status, st); err != nil {
-			return obj, fmt.Errorf("decoding the status of PtahMigration %s: %w", in.Migration.Name, err)
-		}
-	}
-	return obj, nil
+	return rep.Migration.Status, nil
 }
 
 // versionList names versions for a sentence: "1, 2 and 3".

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
-	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -22,97 +19,35 @@ import (
 // failed statement, and only its first line is shown (resolve-run and the
 // journal have the statements).
 
-// inspectMigration reads what is recorded of a PtahMigration (runner's
-// Inspect reads a PtahSchema's): its status, the live approval of its
-// current plan, and the database's lease. It writes nothing.
+// inspectMigration is ptah status for a PtahMigration: what runner.Inspect
+// reads of it, and, for an unresolved run, whether its writer may still
+// write. The writer's SQL is left out: hand-written SQL stays out of
+// status (resolve-run shows it).
 func inspectMigration(ctx context.Context, r *runner.Runner, in runner.Resource) (statusItem, error) {
-	var item statusItem
-	if err := r.Fence(ctx); err != nil {
-		return item, err
-	}
-	var st api.PtahMigrationStatus
-	obj, err := storedMigration(ctx, r, in, &st)
+	rep, err := r.Inspect(ctx, in)
 	if err != nil {
-		return item, err
+		return statusItem{}, err
 	}
-	item.Registered = obj.UID != ""
-	if item.Registered {
+	item := statusItem{Registered: rep.Registered}
+	if rep.Registered && rep.Migration != nil {
+		st := rep.Migration.Status
 		item.Migration = &st
-		if item.Approval, err = migrationApproval(ctx, r, in, st); err != nil {
-			return item, err
+		if ap := rep.Migration.Approval; ap != nil {
+			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason}
+		}
+		if u := st.UnresolvedRun; u != nil {
+			may, err := postgres.WriterMayStillWrite(ctx, r.Target, u.OperationID, u.CoordinationDigest)
+			if err != nil {
+				return item, err
+			}
+			item.WriterMayStillWrite = &may
 		}
 	}
-	id, err := postgres.ReadTargetIdentity(ctx, r.Target)
-	if errors.Is(err, postgres.ErrNoIdentity) {
-		return item, nil // no writer ever ran here: no lease, no run
-	}
-	if err != nil {
-		return item, err
-	}
-	digest := runner.MigrationCoordinationDigest(in.Migration.Spec, runner.TargetIdentityDigest(id))
-	if u := st.UnresolvedRun; u != nil {
-		may, err := postgres.WriterMayStillWrite(ctx, r.Target, u.OperationID, u.CoordinationDigest)
-		if err != nil {
-			return item, err
-		}
-		item.WriterMayStillWrite = &may
-	}
-	lease, err := postgres.LeaseHolder(ctx, r.Target, digest)
-	if err != nil || lease == nil {
-		return item, err
-	}
-	w, err := postgres.SessionActivity(ctx, r.Target, lease.Writer)
-	if err != nil {
-		return item, err
-	}
-	var run *postgres.Run
-	if w != nil {
-		if run, err = postgres.ReadRun(ctx, r.Target, lease.Holder); errors.Is(err, postgres.ErrRunNotFound) {
-			run, err = nil, nil
-		} else if err != nil {
-			return item, err
-		}
-	}
-	item.Lease = leaseItem(lease, w != nil, w, run)
-	if item.Lease.Writer != nil {
-		item.Lease.Writer.Statement = "" // hand-written SQL stays out of status
+	item.Lease = leaseItem(rep.Lease, rep.LeaseWriterAlive, rep.Writer, rep.Run)
+	if item.Lease != nil && item.Lease.Writer != nil {
+		item.Lease.Writer.Statement = ""
 	}
 	return item, nil
-}
-
-// migrationApproval is the live approval of st's current plan, if any.
-func migrationApproval(ctx context.Context, r *runner.Runner, in runner.Resource, st api.PtahMigrationStatus) (*jsonApproval, error) {
-	if st.Plan == nil {
-		return nil, nil
-	}
-	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahMigrationApproval, Namespace: storeNamespace(in.Migration.Namespace),
-		Labels: map[string]string{runner.LabelMigration: in.Migration.Name}})
-	if err != nil {
-		return nil, fmt.Errorf("reading the approvals of %s: %w", in.Migration.Name, err)
-	}
-	for _, o := range objs {
-		var spec api.PtahMigrationApprovalSpec
-		var ds api.DecisionStatus
-		if err := decodeObject(o, &spec, &ds); err != nil {
-			return nil, err
-		}
-		if !ds.Spent() && spec.Plan.UID == st.Plan.UID && spec.PlanFingerprint == st.Plan.Fingerprint {
-			return &jsonApproval{Name: o.Name, UID: o.UID, Approver: spec.Approver, ApprovedAt: spec.ApprovedAt, Reason: spec.Reason}, nil
-		}
-	}
-	return nil, nil
-}
-
-func decodeObject(o store.Object, spec, status any) error {
-	if err := json.Unmarshal(o.Spec, spec); err != nil {
-		return fmt.Errorf("decoding %s %s: %w", o.Kind, o.Name, err)
-	}
-	if len(o.Status) > 0 {
-		if err := json.Unmarshal(o.Status, status); err != nil {
-			return fmt.Errorf("decoding %s %s: %w", o.Kind, o.Name, err)
-		}
-	}
-	return nil
 }
 
 func at(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/postgres"
-	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -208,31 +207,23 @@ func (it statusItem) MarshalJSON() ([]byte, error) {
 // every one of them counts in the realm census.
 func (t *targets) unlisted(ctx context.Context, sel *selection) ([]string, error) {
 	declared := map[string]bool{}
-	for i, in := range sel.inputs {
-		r := sel.resources[i]
-		declared[in.TargetURL+"\x00"+registration(r.Kind(), r.Namespace(), r.Name())] = true
+	for _, in := range sel.inputs {
+		declared[in.TargetURL+"\x00"+in.Registration()] = true
 	}
 	var out []string
 	for url, r := range t.byURL {
-		for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
-			objs, err := r.Store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
-			if err != nil {
-				return nil, fmt.Errorf("listing registered resources: %w", err)
-			}
-			for _, o := range objs {
-				if n := registration(o.Kind, o.Namespace, o.Name); !declared[url+"\x00"+n] {
-					out = append(out, n)
-				}
+		names, err := r.Registered(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if !declared[url+"\x00"+n] {
+				out = append(out, n)
 			}
 		}
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// registration names a registered resource: "Kind namespace/name".
-func registration(kind, namespace, name string) string {
-	return kind + " " + storeNamespace(namespace) + "/" + name
 }
 
 func (a *app) renderStatusText(out statusOutput) error {
