@@ -46,6 +46,7 @@ const (
 	ExitNothingUnresolved = 19
 	ExitWrongOperation    = 20
 	ExitNotMarkable       = 21
+	ExitUnaccounted       = 22
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -102,6 +103,8 @@ var outcomes = []outcome{
 		"run ptah resolve-run NAME: it shows the unresolved run's operation and its evidence; settle that one"},
 	{ExitNotMarkable, "resolve-run --mark-applied: a version is not in the run's plan, is in the history already, or is not in the source with the checksum the run ran; nothing was recorded",
 		"mark only versions ptah resolve-run NAME lists as not recorded, and only those you established the run applied in full"},
+	{ExitUnaccounted, "resolve-run --operation: a file the run stopped part way is neither marked applied (--mark-applied) nor named to run again (--rerun), or --rerun names a file that did not stop part way; nothing was recorded",
+		"for each file the evidence shows committed in part: finish it by hand and pass --mark-applied VERSION, or undo what of it committed and pass --rerun VERSION"},
 	{ExitInterrupted, "interrupted",
 		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
 }
@@ -200,6 +203,8 @@ func exitCode(err error) int {
 		return ExitWrongOperation
 	case errors.Is(err, runner.ErrNotMarkable):
 		return ExitNotMarkable
+	case errors.Is(err, runner.ErrUnaccounted):
+		return ExitUnaccounted
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	default:
@@ -223,7 +228,7 @@ var commandCodes = map[string][]int{
 	"version": {ExitOK, ExitInternal, ExitUsage},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
 	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitFutureState, ExitState, ExitSource,
-		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitInterrupted},
+		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitUnaccounted, ExitInterrupted},
 }
 
 // exitCodeHelp renders the exit code table for --help: the codes command

@@ -35,8 +35,8 @@ func TestVersionVerdict(t *testing.T) {
 			if got := versionVerdict(tt.v); got != tt.want {
 				t.Errorf("versionVerdict:\n got %s\nwant %s", got, tt.want)
 			}
-			if got := markable(tt.v); got != tt.mark {
-				t.Errorf("markable = %v, want %v", got, tt.mark)
+			if got := partial(tt.v); got != tt.mark {
+				t.Errorf("partial = %v, want %v", got, tt.mark)
 			}
 		})
 	}

@@ -23,9 +23,11 @@ without a transaction or while a file committed, or a file run without a
 transaction stopped part way). ptah never runs such a run again, and runs
 nothing else for the migration, until a person says what it did.
 
-Without --operation, resolve-run only reads: it shows the unresolved run
-(its operation, outcome, plan, writer session and deadline) and the
-evidence the database holds: for each file of the run's plan, whether the
+Without --operation, resolve-run runs nothing and records no decision: it
+shows the unresolved run (its operation, outcome, plan, writer session and
+deadline) and the evidence the database holds (a run whose process died
+before any pass accounted for it is accounted for first, from the journal,
+as ptah plan would): for each file of the run's plan, whether the
 history records it, how many of its statements the run journal shows
 started and committed, and the statement that was in flight when the run
 stopped (its SQL: it is your file). Then the command that records what you
@@ -37,27 +39,36 @@ then runs a plan pass that consumes it: the unresolved run is cleared
 (status.resolvedRun says who settled it), the history is read again, and
 the plan of the versions that remain is published for approval.
 
---mark-applied VERSION (repeatable) records, in the same transaction as
-the acknowledgment, versions of the run's plan that the history lacks and
-that you established took effect in full: typically a file run without a
-transaction whose statements all committed, or whose remaining statements
-you ran by hand. The history records them as marked (by --as); they never
-run again. A version you do not mark runs again, in full, on the next
-apply: mark it, or undo what of it took effect, first.
+Every file the run stopped part way (the journal shows some of its
+statements committed, the history does not record it) must be accounted
+for, one way or the other:
+
+  --mark-applied VERSION  you finished the file (ran its remaining
+                          statements by hand), or it had in fact taken
+                          effect in full: the history records the version
+                          as marked (by --as), in the same transaction as
+                          the acknowledgment, and it never runs
+  --rerun VERSION         you undid what of the file committed: it runs
+                          again, whole, in the next plan
+
+Both repeat. A file of the plan that did not start needs neither: it is
+pending, and runs on the next apply.
 
 Refused, and nothing recorded: no run is unresolved (19); the operation is
 not the unresolved run's (20); a version to mark that is not in the run's
 plan, is in the history already, or is not in the source with the checksum
-the run ran (21); a run whose writer session may still be writing (11: it is
-what blocks apply too; wait until the session has ended or the deadline has
-passed, then look at the evidence again).
+the run ran (21); a file stopped part way that is neither marked nor named
+to run again, or --rerun of a file that did not stop part way (22); a run
+whose writer session may still be writing (11: it is what blocks apply
+too; wait until the session has ended or the deadline has passed, then
+look at the evidence again).
 
 The person is --as, else the OS user, recorded for audit (local mode does
 not authenticate it).
 
 `
 
-const resolveExample = `  # What did the run do? (reads only)
+const resolveExample = `  # What did the run do? (runs nothing)
   ptah resolve-run app
 
   # The journal shows version 3 (run without a transaction) stopped after
@@ -65,15 +76,16 @@ const resolveExample = `  # What did the run do? (reads only)
   ptah resolve-run app --operation 2e679d1429fc2dcf91dab3bea5fa27a8 \
       --mark-applied 3 --reason "ran the index build of 0003 by hand; INC-42"
 
-  # Nothing of it took effect: record that, and plan the versions again
+  # You dropped the table its first statement created instead: it runs
+  # again, whole
   ptah resolve-run app --operation 2e679d1429fc2dcf91dab3bea5fa27a8 \
-      --reason "0003 never started: journal shows no statement of it"
+      --rerun 3 --reason "dropped what 0003 created; INC-42"
 
   # Then, as always
   ptah approve PLAN_UID --fingerprint FP && ptah apply
 
   # For a script
-  ptah resolve-run app -o json | jq -r '.unresolved.operationID'`
+  ptah resolve-run app -o json | jq -r '.unresolved.operationID, .next.partial[]'`
 
 type resolveOptions struct {
 	File        string
@@ -81,6 +93,7 @@ type resolveOptions struct {
 	Operation   string
 	Reason      string
 	MarkApplied []string
+	Rerun       []string
 	As          string
 	Output      string
 }
@@ -110,7 +123,8 @@ func (a *app) newResolveRunCmd() *cobra.Command {
 	f.StringP("file", "f", "ptah.yaml", "the file of resource documents")
 	f.String("operation", "", "the unresolved run's operation ID (resolve-run NAME shows it): record the acknowledgment")
 	f.String("reason", "", "what established the run's outcome, for the record (required with --operation)")
-	f.StringSlice("mark-applied", nil, "a version of the run's plan to record as applied (repeatable; with --operation)")
+	f.StringSlice("mark-applied", nil, "a version of the run's plan you established took effect in full: record it as applied (repeatable; with --operation)")
+	f.StringSlice("rerun", nil, "a version the run stopped part way whose committed part you undid: run it again, whole (repeatable; with --operation)")
 	f.String("as", "", "who resolves (default: the OS user)")
 	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
 	return cmd
@@ -120,8 +134,8 @@ func (a *app) newResolveRunCmd() *cobra.Command {
 func (a *app) resolveOptions(name string) (resolveOptions, error) {
 	s := a.settings
 	o := resolveOptions{File: s.String("file"), Name: name, Operation: strings.TrimSpace(s.String("operation")),
-		Reason: strings.TrimSpace(s.String("reason")), MarkApplied: s.StringSlice("mark-applied"), As: s.String("as"),
-		Output: s.String("output")}
+		Reason: strings.TrimSpace(s.String("reason")), MarkApplied: s.StringSlice("mark-applied"), Rerun: s.StringSlice("rerun"),
+		As: s.String("as"), Output: s.String("output")}
 	if err := validateCommon(s, o.File, o.Output, statusOutputs, nil, ""); err != nil {
 		return o, err
 	}
@@ -132,15 +146,20 @@ func (a *app) resolveOptions(name string) (resolveOptions, error) {
 		case len(o.MarkApplied) > 0:
 			return o, usageErrorf("%s is recorded with an acknowledgment: pass --operation and --reason too (ptah resolve-run %s shows the run's operation)",
 				s.origin("mark-applied"), name)
+		case len(o.Rerun) > 0:
+			return o, usageErrorf("%s is recorded with an acknowledgment: pass --operation and --reason too (ptah resolve-run %s shows the run's operation)",
+				s.origin("rerun"), name)
 		}
 		return o, nil
 	}
 	if o.Reason == "" {
 		return o, usageErrorf("--reason is required with --operation: say what established the run's outcome (it is recorded with your acknowledgment)")
 	}
-	for _, v := range o.MarkApplied {
-		if _, err := migrate.ParseVersion(v); err != nil {
-			return o, usageErrorf("%s: %q is not a version (digits, separated by dots or underscores)", s.origin("mark-applied"), v)
+	for key, vs := range map[string][]string{"mark-applied": o.MarkApplied, "rerun": o.Rerun} {
+		for _, v := range vs {
+			if _, err := migrate.ParseVersion(v); err != nil {
+				return o, usageErrorf("%s: %q is not a version (digits, separated by dots or underscores)", s.origin(key), v)
+			}
 		}
 	}
 	if o.As == "" {
@@ -190,9 +209,8 @@ type (
 		History             []evidenceHistoryRow `json:"history,omitempty"`
 		Next                *evidenceNextCommand `json:"next,omitempty"`
 		ResolvedRun         *api.ResolvedRun     `json:"resolvedRun,omitempty"`
-		// Unaccounted is a dispatched run no pass has accounted for yet
-		// (its process died): ptah plan accounts for it from the journal,
-		// and records it as unresolved if the journal cannot settle it.
+		// Unaccounted is a dispatched run no pass could account for yet:
+		// its writer may still be running it.
 		Unaccounted *api.Operation        `json:"unaccounted,omitempty"`
 		Status      *evidenceStatusDigest `json:"status,omitempty"`
 	}
@@ -257,9 +275,11 @@ type (
 	evidenceNextCommand struct {
 		// Command records the acknowledgment; REASON stands for yours.
 		Command string `json:"command"`
-		// MarkApplied are the versions to consider marking: the history
+		// Partial are the files the run stopped part way: the history
 		// lacks them and the journal shows statements of them committed.
-		MarkApplied []string `json:"markApplied"`
+		// The acknowledgment must name each, with --mark-applied (you
+		// finished it) or --rerun (you undid what committed).
+		Partial []string `json:"partial"`
 	}
 )
 
@@ -338,7 +358,7 @@ func evidenceOf(res *config.Resource, in runner.Resource, ev *runner.Evidence) e
 		}
 		out.Run = er
 	}
-	nextCmd := &evidenceNextCommand{MarkApplied: []string{}}
+	nextCmd := &evidenceNextCommand{Partial: []string{}}
 	for _, v := range ev.Versions {
 		ev := evidenceVersion{Version: v.Version, Name: v.Name, Checksum: v.Checksum, NoTransaction: v.NoTransaction,
 			Recorded: v.Recorded, Started: v.Started, Committed: v.Committed}
@@ -356,8 +376,8 @@ func evidenceOf(res *config.Resource, in runner.Resource, ev *runner.Evidence) e
 			}
 		}
 		ev.Verdict = versionVerdict(ev)
-		if markable(ev) {
-			nextCmd.MarkApplied = append(nextCmd.MarkApplied, v.Version)
+		if partial(ev) {
+			nextCmd.Partial = append(nextCmd.Partial, v.Version)
 		}
 		out.Versions = append(out.Versions, ev)
 	}
@@ -373,12 +393,13 @@ func evidenceOf(res *config.Resource, in runner.Resource, ev *runner.Evidence) e
 	return out
 }
 
-// markable: a version worth considering for --mark-applied. The history
-// lacks it and the journal shows statements of it committed: a file run
-// without a transaction that stopped part way, or completed without its
-// history row. A transactional file commits with its history row, so one
-// the history lacks did not commit.
-func markable(v evidenceVersion) bool {
+// partial: a file the run stopped part way, which the acknowledgment must
+// account for (runner.ErrUnaccounted). The history lacks it and the
+// journal shows statements of it committed: a file run without a
+// transaction that stopped part way, or completed without its history
+// row. A transactional file commits with its history row, so one the
+// history lacks did not commit.
+func partial(v evidenceVersion) bool {
 	return !v.Recorded && v.Committed > 0
 }
 
@@ -423,10 +444,10 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	name := fmt.Sprintf("%s %q", out.Resource.Kind, out.Resource.Name)
 	u := out.Unresolved
 	if op := out.Unaccounted; u == nil && op != nil {
-		fmt.Fprintf(&b, "%s: run %s of plan %s was dispatched, and no pass has accounted for it yet (its process stopped).\n"+
-			"  ptah plan %s accounts for it from the run journal (it runs nothing): if the journal settles it, that is all;\n"+
-			"  if not, it records the run as unresolved, and ptah resolve-run %s then shows its evidence.\n",
-			st.header.Render(name), op.ID, op.Plan.Name, out.Resource.Name, out.Resource.Name)
+		fmt.Fprintf(&b, "%s: run %s of plan %s is dispatched and not accounted for: its writer session may still be running it.\n"+
+			"  Nothing can be settled until it ends or its deadline (%s) passes; ptah status shows the session.\n"+
+			"  Then ptah resolve-run %s again: the journal settles the run, or it shows its evidence.\n",
+			st.header.Render(name), op.ID, op.Plan.Name, at(op.Deadline), out.Resource.Name)
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
@@ -498,12 +519,16 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	}
 	if len(out.History) > 0 {
 		b.WriteString("\n" + st.header.Render("The history now:") + "\n")
+		verW, nameW := 0, 0
+		for _, h := range out.History {
+			verW, nameW = max(verW, len(h.Version)), max(nameW, len(h.Name))
+		}
 		for _, h := range out.History {
 			by := ""
 			if h.AppliedBy != "" {
 				by = " by " + h.AppliedBy
 			}
-			fmt.Fprintf(&b, "  %s  %s  %s%s at %s\n", h.Version, h.Name, h.How, by, at(h.AppliedAt))
+			fmt.Fprintf(&b, "  %-*s  %-*s  %s%s at %s\n", verW, h.Version, nameW, h.Name, h.How, by, at(h.AppliedAt))
 		}
 	}
 
@@ -518,17 +543,18 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	b.WriteString("  2. Make each file of the plan all or nothing: for a file that stopped part way, run its remaining\n" +
 		"     statements by hand, or undo what of it took effect.\n")
 	b.WriteString("  3. Record what you established, which clears the run and plans what remains:\n")
-	if len(n.MarkApplied) > 0 {
-		marks := ""
-		for _, v := range n.MarkApplied {
-			marks += " --mark-applied " + v
-		}
-		fmt.Fprintf(&b, "       %s%s\n", n.Command, marks)
-		fmt.Fprintf(&b, "     Mark %s only if every statement of it has taken effect (the history then records it as\n"+
-			"     marked, and it never runs again). Leave out a version you undid: it runs again, in full.\n", versionsNoun(n.MarkApplied))
-	} else {
-		fmt.Fprintf(&b, "       %s\n", n.Command)
-		b.WriteString("     (add --mark-applied VERSION for a file of the plan you completed by hand; a file left unmarked runs again, in full)\n")
+	fmt.Fprintf(&b, "       %s", n.Command)
+	for _, v := range n.Partial {
+		fmt.Fprintf(&b, " --mark-applied %s", v)
+	}
+	b.WriteString("\n")
+	for _, v := range n.Partial {
+		fmt.Fprintf(&b, "     Version %s stopped part way: --mark-applied %s if you finished it (it never runs again), or\n"+
+			"     --rerun %s if you undid what of it committed (it runs again, whole). One of the two is required.\n", v, v, v)
+	}
+	if len(n.Partial) == 0 {
+		b.WriteString("     (a file of the plan that did not start is pending and runs on the next apply; --mark-applied VERSION\n" +
+			"     records one you established took effect after all)\n")
 	}
 	b.WriteString("  4. Review and approve the plan it publishes, then ptah apply.\n")
 	_, err := io.WriteString(a.stdout, b.String())
@@ -570,11 +596,12 @@ func (a *app) recordResolution(ctx context.Context, o resolveOptions) error {
 	defer t.close()
 	in, res := sel.inputs[0], sel.resources[0]
 	r := t.runner(in)
-	ack, err := r.Acknowledge(ctx, in, runner.AcknowledgeRequest{OperationID: o.Operation, By: o.As, Reason: o.Reason, MarkApplied: o.MarkApplied})
+	ack, err := r.Acknowledge(ctx, in, runner.AcknowledgeRequest{OperationID: o.Operation, By: o.As, Reason: o.Reason,
+		MarkApplied: o.MarkApplied, Rerun: o.Rerun})
 	if errors.Is(err, runner.ErrNotRegistered) {
 		return fmt.Errorf("resolving operation %s of %s: %w: no pass has run for it in this database", o.Operation, res.Ref(), runner.ErrNothingUnresolved)
 	}
-	if errors.Is(err, runner.ErrNotMarkable) {
+	if errors.Is(err, runner.ErrNotMarkable) || errors.Is(err, runner.ErrUnaccounted) {
 		return fmt.Errorf("resolving operation %s of %s: %w", o.Operation, res.Ref(), err)
 	}
 	if err != nil {
@@ -593,7 +620,7 @@ func (a *app) recordResolution(ctx context.Context, o resolveOptions) error {
 		if err := writeJSON(a.stdout, out); err != nil {
 			return err
 		}
-	} else if err := a.renderResolved(ack, out, plan, passErr == nil); err != nil {
+	} else if err := a.renderResolved(ack, o.Rerun, out, plan, passErr == nil); err != nil {
 		return err
 	}
 	if passErr != nil {
@@ -608,7 +635,7 @@ func (a *app) recordResolution(ctx context.Context, o resolveOptions) error {
 	return nil
 }
 
-func (a *app) renderResolved(ack runner.Acknowledged, out resolvedOutput, plan planResult, planned bool) error {
+func (a *app) renderResolved(ack runner.Acknowledged, rerun []string, out resolvedOutput, plan planResult, planned bool) error {
 	st := newStyles(a.stdout, colorProfile(a.stdout))
 	var b strings.Builder
 	spec := ack.Spec
@@ -619,6 +646,9 @@ func (a *app) renderResolved(ack runner.Acknowledged, out resolvedOutput, plan p
 			vs[i] = m.Version
 		}
 		fmt.Fprintf(&b, "Marked applied in the history: %s (as marked by %s; never run again).\n", versionList(vs), spec.By)
+	}
+	if len(rerun) > 0 {
+		fmt.Fprintf(&b, "To run again, whole: %s.\n", versionList(rerun))
 	}
 	fmt.Fprintf(&b, "Acknowledgment %s (uid %s).\n", ack.Name, ack.UID)
 	if planned {
