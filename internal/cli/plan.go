@@ -52,11 +52,11 @@ a person can settle) is Blocked, exit 11, naming the versions; a source
 directory that does not read as a sequence is exit 18, before any
 connection.
 
-For a PtahSchema, plan never changes the managed schemas. It inspects the target's catalog,
-loads the declared SQL files (spec.source.path, *.sql in lexical order) into
-a temporary dev database created on the target's server (or on the server
---dev-url names) and dropped afterwards, inspects that the same way, and
-compares the two within spec.schemas.
+For a PtahSchema, plan never changes the managed schemas. It inspects the
+target's catalog, loads the declared SQL files (spec.source.path, *.sql in
+lexical order) into a temporary dev database created on the target's
+server (or on the server --dev-url names) and dropped afterwards, inspects
+that the same way, and compares the two within spec.schemas.
 
 Publishing records the plan in the target's ptah schema as an immutable
 object with a UID and a fingerprint over its statements and every input it
