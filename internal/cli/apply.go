@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -139,6 +140,9 @@ type applied struct {
 	// Migration.LastRun or UnresolvedRun, is that run).
 	Executed   bool
 	Dispatched []string
+	// FailedSQL is the statement a PtahSchema's failed run stopped at,
+	// from the run journal (a status never carries SQL); "" when none.
+	FailedSQL string
 }
 
 func (a *app) runApply(ctx context.Context, o applyOptions) error {
@@ -178,6 +182,9 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 			ap.Migration, ap.Executed = &ms, len(out.Dispatched) > 0
 		} else {
 			ap.Executed = len(out.Dispatched) > 0 && out.Status.Applied != nil
+			if ap.Executed && out.Status.Applied.Outcome == api.OutcomeFailed {
+				ap.FailedSQL = failedStatement(ctx, r, out.Status.Applied.OperationID)
+			}
 		}
 		results = append(results, ap)
 	}
@@ -185,6 +192,18 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 		return fmt.Errorf("writing the result: %w", err)
 	}
 	return phaseError(results)
+}
+
+// failedStatement is the SQL of the statement a failed run stopped at, as
+// its journal records the failure (the error's lines after the first);
+// "" when the journal does not say.
+func failedStatement(ctx context.Context, r *runner.Runner, operationID string) string {
+	run, err := postgres.ReadRun(ctx, r.Target, operationID)
+	if err != nil {
+		return ""
+	}
+	_, sql, _ := strings.Cut(run.Error, "\n")
+	return strings.TrimSpace(sql)
 }
 
 // interrupted says what an interrupted apply did to res (from the status
@@ -322,6 +341,9 @@ func (a *app) renderApplied(output string, results []applied) error {
 			b.WriteString(" " + r.Status.Message)
 		}
 		b.WriteString("\n")
+		if r.FailedSQL != "" {
+			b.WriteString("  the statement: " + strings.ReplaceAll(r.FailedSQL, "\n", "\n  ") + "\n")
+		}
 	}
 	_, err := io.WriteString(a.stdout, b.String())
 	return err

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ptah-run/ptah/internal/migrate"
-	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -32,6 +31,9 @@ type migrationPlan struct {
 	History            *api.HistorySummary
 	HistoryFingerprint string
 	LockTimeout        string
+	// Baseline: the versions are recorded as already applied, and none
+	// of them runs (ptah plan --baseline).
+	Baseline bool
 	// Source is the directory read, for the file names and -o sql.
 	Source *migrate.Source
 }
@@ -86,21 +88,6 @@ func shortSum(s string) string {
 	return algo + ":" + hex[:12]
 }
 
-// historyKey is the name the database's records of a migration go by: its
-// history rows and its runs in the journal (the runner's storeResource).
-func historyKey(in runner.Resource) string {
-	return api.KindPtahMigration + "/" + storeNamespace(in.Migration.Namespace) + "/" + in.Migration.Name
-}
-
-// storeNamespace is where a resource is stored: its namespace, "default"
-// when the file gives none (as the runner stores it).
-func storeNamespace(ns string) string {
-	if ns == "" {
-		return "default"
-	}
-	return ns
-}
-
 // historyText summarizes a reading of the history in one line.
 func historyText(h *api.HistorySummary) string {
 	if h == nil {
@@ -113,66 +100,23 @@ func historyText(h *api.HistorySummary) string {
 }
 
 // previewMigration is plan --no-publish for a PtahMigration: the history
-// read and compared with the source, and nothing recorded. It sees a run a
-// person must settle (status.unresolvedRun) but not a run the journal
-// shows unfinished with no record (HistoryDirty), which only a pass
-// establishes: ptah plan does.
+// read and compared with the source, with what a pass would hold it by (an
+// unresolved run, or one the journal shows unfinished that no record
+// stands for), and nothing recorded.
 func previewMigration(ctx context.Context, r *runner.Runner, in runner.Resource) (*migrationPlan, error) {
-	st, err := storedMigrationStatus(ctx, r, in)
+	obs, _, err := r.PreviewMigration(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := postgres.ReadHistory(ctx, r.Target, historyKey(in))
-	if err != nil {
-		return nil, err
-	}
-	applied := make([]migrate.Applied, len(rows))
-	for i, row := range rows {
-		applied[i] = migrate.Applied{Version: row.Version, Name: row.Name, Checksum: row.Checksum, How: migrate.How(row.How)}
-	}
-	var holds []migrate.Hold
-	mark := ""
-	if u := st.UnresolvedRun; u != nil {
-		holds = append(holds, migrate.Hold{Kind: migrate.Unresolved, OperationID: u.OperationID})
-		mark = u.OperationID
-	}
-	summary := &api.HistorySummary{Applied: len(applied), Fingerprint: migrate.HistoryFingerprint(applied, mark)}
-	var newest migrate.Version
-	for _, a := range applied {
-		if v, err := migrate.ParseVersion(a.Version); err == nil && (newest.IsZero() || v.Compare(newest) > 0) {
-			newest, summary.LastApplied = v, a.Version
-		}
-	}
-	mp := &migrationPlan{History: summary, Source: in.Source, LockTimeout: in.Migration.Spec.Policy.LockTimeout}
-	v := migrate.Compare(in.Source, applied, holds...)
-	if v.Blocked() {
-		mp.Status = &api.PtahMigrationStatus{History: summary,
-			RunState: api.RunState{Phase: api.PhaseBlocked, Reason: verdictReason(v.Kind), Message: v.Message()}}
+	summary := obs.History
+	mp := &migrationPlan{History: &summary, Source: in.Source, LockTimeout: in.Migration.Spec.Policy.LockTimeout}
+	if obs.Blocked {
+		mp.Status = &api.PtahMigrationStatus{History: &summary,
+			RunState: api.RunState{Phase: api.PhaseBlocked, Reason: obs.Reason, Message: obs.Message}}
 		return mp, nil
 	}
-	for _, f := range v.Pending {
-		mp.Versions = append(mp.Versions, api.MigrationVersion{Version: f.Version.String(), Name: f.Name, Checksum: f.Checksum,
-			NoTransaction: f.NoTransaction})
-	}
+	mp.Versions = obs.Pending
 	return mp, nil
-}
-
-// verdictReason is the status reason of a blocking verdict, as a pass
-// records it.
-func verdictReason(k migrate.Kind) string {
-	switch k {
-	case migrate.Unresolved:
-		return api.ReasonUnresolvedRun
-	case migrate.Dirty:
-		return api.ReasonHistoryDirty
-	case migrate.Modified:
-		return api.ReasonHistoryModified
-	case migrate.Ahead:
-		return api.ReasonHistoryAhead
-	case migrate.OutOfOrder:
-		return api.ReasonOutOfOrder
-	}
-	return string(k)
 }
 
 // storedMigrationStatus reads the migration's recorded status (runner's
@@ -196,9 +140,9 @@ func versionList(vs []string) string {
 	return strings.Join(vs[:len(vs)-1], ", ") + " and " + vs[len(vs)-1]
 }
 
-// messageHead is the first line of a message: a run's recorded message may
-// carry the failed statement's SQL on the lines after it, which status
-// output does not show (the journal, and resolve-run, do).
+// messageHead is the first line of a message, for one-line summaries (a
+// status never carries a statement's SQL; resolve-run shows it from the
+// journal).
 func messageHead(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
@@ -217,6 +161,9 @@ type (
 		// absent when nothing was published.
 		HistoryFingerprint string `json:"historyFingerprint,omitempty"`
 		Fingerprint        string `json:"fingerprint,omitempty"`
+		// Baseline: the versions are recorded as already applied, and
+		// none of them runs.
+		Baseline bool `json:"baseline,omitempty"`
 	}
 	jsonMigrationVersion struct {
 		Version  string `json:"version"`
@@ -231,7 +178,8 @@ type (
 
 func migrationJSONItem(r planResult) jsonItem {
 	m := r.Migration
-	spec := jsonMigrationPlanSpec{Versions: []jsonMigrationVersion{}, LockTimeout: m.LockTimeout, HistoryFingerprint: m.HistoryFingerprint}
+	spec := jsonMigrationPlanSpec{Versions: []jsonMigrationVersion{}, LockTimeout: m.LockTimeout, HistoryFingerprint: m.HistoryFingerprint,
+		Baseline: m.Baseline}
 	for _, v := range m.Versions {
 		jv := jsonMigrationVersion{Version: v.Version, Name: v.Name, Checksum: v.Checksum, NoTransaction: v.NoTransaction}
 		if f := m.file(v); f != nil {
@@ -257,6 +205,10 @@ func migrationJSONItem(r planResult) jsonItem {
 // apply does.
 func writeMigrationSQL(b *strings.Builder, r planResult) {
 	m := r.Migration
+	if m.Baseline {
+		fmt.Fprintf(b, "-- a baseline: %s recorded as already applied; nothing runs\n", plural(len(m.Versions), "version"))
+		return
+	}
 	if len(m.Versions) > 0 {
 		b.WriteString("-- the pending files, in order; run this way they are not recorded in ptah.migration_history (ptah apply records each)\n")
 	}
@@ -314,7 +266,9 @@ func writeTextMigrationPlan(b *strings.Builder, st styles, r planResult) {
 	noTx := 0
 	for i, v := range m.Versions {
 		mode := fmt.Sprintf("%-*s", modeW, txMode(v.NoTransaction))
-		if v.NoTransaction {
+		if m.Baseline {
+			mode = fmt.Sprintf("%-*s", modeW, "recorded")
+		} else if v.NoTransaction {
 			noTx++
 			mode = st.otherHazard.Render(mode)
 		}
@@ -326,6 +280,15 @@ func writeTextMigrationPlan(b *strings.Builder, st styles, r planResult) {
 			verW, v.Version, nameW, v.Name, sumW, shortSum(v.Checksum), mode, file), " "))
 	}
 	b.WriteString("\n")
+	if m.Baseline {
+		b.WriteString(st.header.Render("Baseline:") + " the target was checked against what these files build, and matches; " +
+			"applied, this plan records each version as already applied (how: baseline) and runs none of their statements.\n")
+		b.WriteString(st.header.Render(fmt.Sprintf("Plan: a baseline of %s.", plural(len(m.Versions), "version"))) + "\n")
+		if s != nil {
+			writePhase(b, st, *s, r.Published)
+		}
+		return
+	}
 	if noTx > 0 {
 		b.WriteString(st.header.Render("No transaction:") + " such a file runs statement by statement, each committing on its own; " +
 			"if it stops part way, what committed stays, and nothing runs until a person settles the run (ptah resolve-run).\n")

@@ -36,6 +36,9 @@ type planOptions struct {
 	DevURL           string
 	NoPublish        bool
 	ObserveTimeout   time.Duration
+	// Baseline asks, for the one PtahMigration named, for a baseline plan
+	// up to this version.
+	Baseline string
 }
 
 const planLong = `Compute the plan for each resource, publish it, and print it. A PtahSchema's
@@ -51,6 +54,14 @@ file edited or gone, a new file older than the newest applied, a run only
 a person can settle) is Blocked, exit 11, naming the versions; a source
 directory that does not read as a sequence is exit 18, before any
 connection.
+
+--baseline VERSION adopts an existing database for the one PtahMigration
+named: the files up to VERSION are replayed into a temporary dev database
+and compared with the target by the schema engine; only if they match is a
+plan published that records those versions as already applied (approved
+like any other; ptah apply runs none of their statements). A target that
+differs is Blocked (BaselineMismatch, exit 11) with the differences; a
+history that records anything refuses a baseline.
 
 For a PtahSchema, plan never changes the managed schemas. It inspects the
 target's catalog, loads the declared SQL files (spec.source.path, *.sql in
@@ -116,7 +127,10 @@ const planExample = `  # Plan every resource of ./ptah.yaml; the URL comes from 
   PTAH_DEV_URL='postgres://dev@localhost:5432/postgres' ptah plan
 
   # Drift check with a read-only role: record nothing
-  ptah plan --no-publish --detailed-exitcode`
+  ptah plan --no-publish --detailed-exitcode
+
+  # Adopt a database migrated by another tool up to version 20240301120000
+  ptah plan PtahMigration/app --baseline 20240301120000`
 
 func (a *app) newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -140,6 +154,8 @@ func (a *app) newPlanCmd() *cobra.Command {
 	f.Bool("detailed-exitcode", false, "exit 2 when any plan has changes, 0 when none")
 	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
 	f.Bool("no-publish", false, "only print the plan: record nothing in the target (needs no write access; the plan cannot be approved)")
+	f.String("baseline", "", "adopt an existing database: plan to record the named PtahMigration's versions up to `VERSION` as already applied "+
+		"(its history must be empty, and the target must match what those files build)")
 	addObserveTimeout(f)
 	return cmd
 }
@@ -148,10 +164,11 @@ func (a *app) newPlanCmd() *cobra.Command {
 func (a *app) planOptions(args []string) (planOptions, error) {
 	s := a.settings
 	o := planOptions{
-		File:   s.String("file"),
-		Names:  args,
-		Output: s.String("output"),
-		DevURL: s.String("dev-url"),
+		File:     s.String("file"),
+		Names:    args,
+		Output:   s.String("output"),
+		DevURL:   s.String("dev-url"),
+		Baseline: s.String("baseline"),
 	}
 	var err error
 	if o.DetailedExitCode, err = s.Bool("detailed-exitcode"); err != nil {
@@ -168,6 +185,14 @@ func (a *app) planOptions(args []string) (planOptions, error) {
 }
 
 func (o planOptions) validate(s *settings) error {
+	if o.Baseline != "" {
+		switch {
+		case len(o.Names) != 1:
+			return usageErrorf("%s: a baseline is planned for one PtahMigration: name it (ptah plan NAME --baseline VERSION)", s.origin("baseline"))
+		case o.NoPublish:
+			return usageErrorf("%s: a baseline plan is published to be approved; it cannot be combined with --no-publish", s.origin("baseline"))
+		}
+	}
 	return validateCommon(s, o.File, o.Output, outputs, o.Names, o.DevURL)
 }
 
@@ -255,6 +280,13 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 	sel, err := a.selectResources(o.File, o.Names, sourcesRequired)
 	if err != nil {
 		return err
+	}
+	if o.Baseline != "" {
+		if len(sel.inputs) != 1 || sel.inputs[0].Migration == nil {
+			return usageErrorf("--baseline: %s does not name one PtahMigration of %s (PtahMigration/%s names it, if a PtahSchema has the name too)",
+				o.Names[0], o.File, o.Names[0])
+		}
+		sel.inputs[0].Baseline = o.Baseline
 	}
 	var results []planResult
 	if o.NoPublish {
@@ -360,6 +392,7 @@ func publishedResult(r *config.Resource, in runner.Resource, out runner.Result) 
 			res.Migration.Versions = p.Spec.Versions
 			res.Migration.HistoryFingerprint = p.Spec.HistoryFingerprint
 			res.Migration.LockTimeout = p.Spec.LockTimeout
+			res.Migration.Baseline = p.Spec.Baseline
 			res.Published = &publishedPlan{Name: p.Name, UID: p.UID, Fingerprint: p.Spec.Fingerprint}
 		}
 		return res

@@ -195,20 +195,25 @@ type StatementError struct {
 	Err           error
 }
 
-func (e *StatementError) Error() string {
+func (e *StatementError) Error() string { return e.Summary() + "\n" + e.SQL }
+
+// Summary is the error without the statement's SQL: what a record that
+// must not carry SQL (a resource's status) keeps of it. The SQL of a
+// hand-written file may hold anything, a password included.
+func (e *StatementError) Summary() string {
 	if e.NoTransaction {
 		msg := fmt.Sprintf("statement %d/%d failed in phase %d/%d, which runs without a transaction (each statement commits on its own)",
 			e.Step, e.Total, e.Phase, e.Phases)
 		if e.Committed > 0 {
 			msg += fmt.Sprintf(", after %s committed", statementRange(0, e.Committed))
 		}
-		return fmt.Sprintf("%s: %v\n%s", msg, e.Err, e.SQL)
+		return fmt.Sprintf("%s: %v", msg, e.Err)
 	}
 	if e.Committed > 0 {
-		return fmt.Sprintf("statement %d/%d failed in transaction %d/%d, after %s (%s) committed: %v\n%s",
-			e.Step, e.Total, e.Phase, e.Phases, committedPhases(e.Phase-1), statementRange(0, e.Committed), e.Err, e.SQL)
+		return fmt.Sprintf("statement %d/%d failed in transaction %d/%d, after %s (%s) committed: %v",
+			e.Step, e.Total, e.Phase, e.Phases, committedPhases(e.Phase-1), statementRange(0, e.Committed), e.Err)
 	}
-	return fmt.Sprintf("statement %d/%d failed: %v\n%s", e.Step, e.Total, e.Err, e.SQL)
+	return fmt.Sprintf("statement %d/%d failed: %v", e.Step, e.Total, e.Err)
 }
 
 // Unwrap exposes both the class (ErrPlanFailed, or ErrPartiallyApplied)

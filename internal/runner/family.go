@@ -461,6 +461,11 @@ func (m *migrationShell) account(ctx context.Context, p *pass, base engine.PassI
 		mr.MayStillWrite = may || err != nil
 	}
 	m.out = engine.AccountMigration(m.out, op, mr, base.TargetIdentityDigest, now)
+	// The history moved with the run: the status shows it as it is now
+	// (a failed run ends the pass, which reads it no more).
+	if obs, err := observeMigration(ctx, p.Target, m.res, p.identity, m.out, p.binding()); err == nil {
+		m.out.History = &obs.History
+	}
 	return mr.Result == engine.RunFailed
 }
 

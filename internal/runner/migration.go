@@ -592,7 +592,8 @@ func committedSteps(run *postgres.Run, f planFileSpan) int {
 //     ID ran, and its outcome is not this call's to know): RunUncertain,
 //     Partial when the journal shows a committed statement.
 //
-// Message is err's text. Writer is the session the journal names.
+// Message is err's text without SQL (statusMessage). Writer is the
+// session the journal names.
 // MayStillWrite is left false: whether an uncertain run's writer may
 // still write is the database's answer (postgres.WriterMayStillWrite),
 // which the caller asks.
@@ -600,7 +601,7 @@ func classifyMigration(err error, run *postgres.Run, plan *postgres.Plan) engine
 	files := planFiles(plan)
 	out := engine.MigrationRun{Writer: writerSession(run)}
 	if err != nil {
-		out.Message = err.Error()
+		out.Message = statusMessage(err)
 	}
 	uncertain := func(partial bool) engine.MigrationRun {
 		out.Result, out.Partial = engine.RunUncertain, partial

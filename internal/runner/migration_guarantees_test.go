@@ -701,3 +701,31 @@ func TestMigrationResolutionAccountsForAFileStoppedPartWay(t *testing.T) {
 		t.Fatalf("0003 runs again, whole, once: %s (%s), dispatched %v", st.Phase, st.Message, got.Dispatched)
 	}
 }
+
+// A status never carries SQL: a hand-written file may hold anything, a
+// password included. A failed file's record names its version, its
+// statement's position and PostgreSQL's words; the journal, in the
+// database, keeps the statement.
+func TestMigrationFailureRecordsNoSQLInStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	res := f.migration("app", map[string]string{
+		"0001_ok.sql":  "CREATE TABLE public.t (v text);\n",
+		"0002_bad.sql": "INSERT INTO public.t VALUES ('ok');\nINSERT INTO public.missing VALUES ('hunter2-secret');\n",
+	}, api.ApplyAlways)
+	st := f.runMigration(res, Apply).Migration.Status
+	if st.Phase != api.PhaseFailed || st.LastRun == nil || st.LastRun.Failure == nil || st.LastRun.Failure.Version != "0002" ||
+		st.LastRun.Failure.Statement != 2 || !strings.Contains(st.LastRun.Message, "missing") {
+		t.Fatalf("want Failed at 0002 statement 2 with PostgreSQL's words: %s (%s), %+v", st.Phase, st.Message, st.LastRun)
+	}
+	if h := st.History; h == nil || h.Applied != 1 || h.LastApplied != "0001" {
+		t.Fatalf("the status shows the history as the failed run left it: %+v", h)
+	}
+	raw, err := json.Marshal(f.migStatus(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "hunter2") || strings.Contains(string(raw), "INSERT INTO") {
+		t.Fatalf("the status carries SQL: %s", raw)
+	}
+}

@@ -795,7 +795,8 @@ func TestClassifyMigrationFromRealRuns(t *testing.T) {
 			}
 			got := classifyMigration(runErr, run, plan)
 			if got.Result != tc.want.Result || got.Partial != tc.want.Partial || !slices.Equal(got.Versions, tc.want.Versions) ||
-				!equalFailure(got.Failure, tc.want.Failure) || got.Message != runErr.Error() || got.Writer == nil || got.Writer.PID != pid {
+				!equalFailure(got.Failure, tc.want.Failure) || got.Message != statusMessage(runErr) || strings.Contains(got.Message, "\n") ||
+				got.Writer == nil || got.Writer.PID != pid {
 				t.Errorf("classified %+v (failure %+v)\nwant     %+v (failure %+v)", got, got.Failure, tc.want, tc.want.Failure)
 			}
 			// What a failed run says committed is what history holds.

@@ -34,7 +34,9 @@ type Resource struct {
 
 // ReadSource reads a PtahMigration's source directory into Source (or
 // SourceErr): what a process given the resource without its source (a
-// crash test's child) does first.
+// crash test's child) does first. The path is read as the spec holds it:
+// a caller that reads ptah.yaml resolves it against the file's directory
+// first (config.Resource.SourceDir), as the CLI does.
 func (r *Resource) ReadSource() {
 	if r.Migration == nil {
 		return

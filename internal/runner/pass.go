@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -535,9 +536,25 @@ func classify(err error) (engine.RunResult, string) {
 	case err == nil:
 		return engine.RunSucceeded, ""
 	case errors.Is(err, postgres.ErrPlanFailed), errors.Is(err, postgres.ErrNotStarted):
-		return engine.RunFailed, err.Error()
+		return engine.RunFailed, statusMessage(err)
 	}
-	return engine.RunUncertain, err.Error()
+	return engine.RunUncertain, statusMessage(err)
+}
+
+// statusMessage is what a resource's status keeps of a run's error: its
+// text without the SQL of the statement concerned (a status never carries
+// SQL; the journal, in the database, keeps the statement). The writer's
+// errors put a statement's SQL on the lines after their own text (a
+// refused statement's, *postgres.StatementError; one in flight when the
+// session was lost): only the first line is kept.
+func statusMessage(err error) string {
+	msg := err.Error()
+	var se *postgres.StatementError
+	if errors.As(err, &se) {
+		msg = strings.Replace(msg, se.Error(), se.Summary(), 1)
+	}
+	line, _, _ := strings.Cut(msg, "\n")
+	return line
 }
 
 // result reads where the pass left the resource, even after the caller gave

@@ -355,3 +355,31 @@ func (r *Runner) migrationStatus(ctx context.Context, res Resource) (store.Objec
 	}
 	return obj, st, decodeStatus(obj, &st)
 }
+
+// PreviewMigration is a reading of res taken without running a pass (ptah
+// plan --no-publish): its history compared with its source, with the holds
+// a pass would see (an unresolved run, a dirty one), and the status it was
+// read against. It writes nothing; a migration never registered reads as
+// one with an empty status.
+func (r *Runner) PreviewMigration(ctx context.Context, res Resource) (*engine.MigrationObservation, api.PtahMigrationStatus, error) {
+	var st api.PtahMigrationStatus
+	if err := r.Fence(ctx); err != nil {
+		return nil, st, err
+	}
+	obj, err := r.Store.Get(ctx, api.KindPtahMigration, res.namespace(), res.Name())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, st, err
+	default:
+		if err := decodeStatus(obj, &st); err != nil {
+			return nil, st, err
+		}
+	}
+	identity, err := r.Identity(ctx)
+	if err != nil {
+		return nil, st, err
+	}
+	obs, err := observeMigration(ctx, r.Target, res, identity, st, r.binding())
+	return obs, st, err
+}
