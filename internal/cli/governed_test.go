@@ -596,3 +596,81 @@ func TestInterruptedMigrationApply(t *testing.T) {
 		t.Fatalf("apply after the interrupt: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestConcurrentMigrationApplyRunsEachFileOnce: eight ptah apply processes
+// at once on one PtahMigration run each pending file exactly once in
+// total: every file appends a row to a log table (a second run of a file
+// would append it twice), the history records each version once, and
+// every process either applied, found nothing left to do, or reported
+// the pass busy (exit 11).
+func TestConcurrentMigrationApplyRunsEachFileOnce(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, "CREATE TABLE public.log (version text)", "")
+	dir := filepath.Dir(p.file)
+	yaml := `apiVersion: ptah.run/v1alpha1
+kind: PtahMigration
+metadata:
+  name: app
+spec:
+  target:
+    urlFrom: {file: url}
+  source:
+    path: migrations
+  policy:
+    apply: Always
+`
+	files := map[string]string{"ptah.yaml": yaml}
+	const versions = 6
+	for v := 1; v <= versions; v++ {
+		files[fmt.Sprintf("migrations/%d_step.sql", v)] = fmt.Sprintf(
+			"INSERT INTO public.log VALUES ('%d');\nCREATE TABLE public.t%d (id int);\n", v, v)
+	}
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 8
+	type outcome struct {
+		code           int
+		stdout, stderr string
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, stdout, stderr := p.ptah(nil, "apply")
+			outcomes[i] = outcome{code, stdout, stderr}
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i, o := range outcomes {
+		switch {
+		case o.code == 0 && strings.Contains(o.stdout, "InSync. Applied versions"):
+			applied++
+		case o.code == 0 && strings.Contains(o.stdout, "InSync."):
+		case o.code == ExitBlocked && strings.Contains(o.stderr, "another ptah is running the pass of PtahMigration/default/app"):
+		default:
+			t.Errorf("process %d: exit %d\nstdout: %s\nstderr: %s", i, o.code, o.stdout, o.stderr)
+		}
+	}
+	var logged, recorded, runs int
+	p.query(`SELECT (SELECT count(*) FROM public.log), (SELECT count(DISTINCT version) FROM public.log WHERE true),
+		(SELECT count(*) FROM ptah.runs)`, &logged, &recorded, &runs)
+	if applied != 1 || logged != versions || recorded != versions || runs != 1 {
+		t.Fatalf("%d processes applied, the log has %d rows of %d versions, the journal %d runs; want 1 and each of %d files once",
+			applied, logged, recorded, runs, versions)
+	}
+	var history int
+	p.query(`SELECT count(*) FROM ptah.migration_history WHERE how = 'run'`, &history)
+	if history != versions {
+		t.Fatalf("the history records %d versions, want %d", history, versions)
+	}
+}
