@@ -43,6 +43,10 @@ type Phase struct {
 	// the file and its row commit together; a no-transaction phase
 	// inserts it with the completion of its last statement.
 	History *HistoryRow
+	// Also are further rows a phase of no statements records with
+	// History, in the same transaction (HowBaseline only): a baseline
+	// records all its versions at once, or none.
+	Also []HistoryRow
 }
 
 // outsideTx reports whether the phase's statements run outside a
@@ -204,6 +208,21 @@ func (p *Plan) phases() ([]Phase, error) {
 				return nil, fmt.Errorf("phase %d of the plan records version %s, and the plan names no history", i+1, h.Version)
 			case h.How != "" && h.How != HowRun && h.How != HowBaseline:
 				return nil, fmt.Errorf("phase %d of the plan records version %s as %q; a plan records %q or %q", i+1, h.Version, h.How, HowRun, HowBaseline)
+			case versions[h.Version] > 0:
+				return nil, fmt.Errorf("phases %d and %d of the plan both record version %s", versions[h.Version], i+1, h.Version)
+			}
+			if err := h.check(); err != nil {
+				return nil, fmt.Errorf("phase %d of the plan: %w", i+1, err)
+			}
+			versions[h.Version] = i + 1
+		}
+		if len(ph.Also) > 0 && (ph.History == nil || ph.Statements > 0 || ph.History.How != HowBaseline) {
+			return nil, fmt.Errorf("phase %d of the plan records further versions; only a baseline phase of no statements may", i+1)
+		}
+		for _, h := range ph.Also {
+			switch {
+			case h.How != HowBaseline:
+				return nil, fmt.Errorf("phase %d of the plan records version %s as %q with a baseline", i+1, h.Version, h.How)
 			case versions[h.Version] > 0:
 				return nil, fmt.Errorf("phases %d and %d of the plan both record version %s", versions[h.Version], i+1, h.Version)
 			}

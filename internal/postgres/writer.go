@@ -487,6 +487,11 @@ func (w *Writer) runTx(ctx context.Context, p phaseRun, progress ProgressFunc) (
 		if err := recordRunHistory(ctx, tx, p.plan.History.Resource, w.operationID, p.phase, p.ph.History); err != nil {
 			return fmt.Errorf("%w: %w", class, err)
 		}
+		for i := range p.ph.Also {
+			if err := recordRunHistory(ctx, tx, p.plan.History.Resource, w.operationID, p.phase, &p.ph.Also[i]); err != nil {
+				return fmt.Errorf("%w: %w", class, err)
+			}
+		}
 	}
 	if p.last() {
 		if err := recordRunSucceeded(ctx, tx, w.operationID); err != nil {

@@ -300,8 +300,8 @@ func migrationReason(k migrate.Kind) string {
 // outside any, and recording its history row when it completes (version
 // and name as the plan has them, the file's checksum, HowRun, applied by
 // approver; "" lets the database role stand). A baseline plan runs no
-// statement: each version is a phase of none that records its row as
-// HowBaseline.
+// statement: one phase of none records every version's row as
+// HowBaseline, in one transaction.
 //
 // Each version is matched to a file of the source by version (its
 // numeric value) and checksum: a version the source lacks, a file whose
@@ -343,10 +343,15 @@ func migrationExecPlan(res Resource, spec api.PtahMigrationPlanSpec, approver st
 		}
 		row := &postgres.HistoryRow{Version: v.Version, Name: v.Name, Checksum: f.Checksum, How: postgres.HowRun, AppliedBy: approver}
 		if spec.Baseline {
-			// Recorded, not run: the target already has what the file
-			// builds (the baseline check compared them).
+			// Recorded, not run: the target already has what the files
+			// build (the baseline check compared them). One phase records
+			// every version, all or none.
 			row.How = postgres.HowBaseline
-			plan.Phases = append(plan.Phases, postgres.Phase{Reason: f.Path, History: row})
+			if len(plan.Phases) == 0 {
+				plan.Phases = append(plan.Phases, postgres.Phase{Reason: "baseline", History: row})
+			} else {
+				plan.Phases[0].Also = append(plan.Phases[0].Also, *row)
+			}
 			continue
 		}
 		for _, s := range f.Statements {
@@ -482,6 +487,8 @@ type planFileSpan struct {
 	from, n  int
 	noTx     bool
 	recorded bool // the phase records a history row
+	// also are the further versions a baseline phase records with version.
+	also []string
 }
 
 func planFiles(plan *postgres.Plan) []planFileSpan {
@@ -494,6 +501,9 @@ func planFiles(plan *postgres.Plan) []planFileSpan {
 		f := planFileSpan{from: from, n: ph.Statements, noTx: ph.NoTransaction && ph.Statements > 0}
 		if ph.History != nil {
 			f.version, f.recorded = ph.History.Version, true
+			for _, h := range ph.Also {
+				f.also = append(f.also, h.Version)
+			}
 		}
 		out = append(out, f)
 		from += ph.Statements
@@ -506,6 +516,7 @@ func spanVersions(files []planFileSpan) []string {
 	for _, f := range files {
 		if f.recorded {
 			out = append(out, f.version)
+			out = append(out, f.also...)
 		}
 	}
 	return out

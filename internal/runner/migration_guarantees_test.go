@@ -559,6 +559,13 @@ func TestMigrationBaselineAdoptsAnExistingDatabaseOnlyWhenItMatches(t *testing.T
 		if h := historyVersions(f.migHistory(res)); fmt.Sprint(h) != "[0001:baseline 0002:baseline]" {
 			t.Fatalf("history %v", h)
 		}
+		// All or none: the rows commit in one transaction, the run's only.
+		if len(got.Dispatched) != 1 {
+			t.Fatalf("one run records the baseline: %v", got.Dispatched)
+		}
+		if run, err := postgres.ReadRun(context.Background(), f.r.Target, got.Dispatched[0]); err != nil || run.Phases != 1 || len(run.Steps) != 0 {
+			t.Fatalf("the baseline run: %v %+v", err, run)
+		}
 		st := got.Migration.Status
 		if st.Phase != api.PhaseAwaitingApproval || got.Migration.Plan == nil || fmt.Sprint(planVersionList(got.Migration.Plan)) != "[0003]" ||
 			got.Migration.Plan.Spec.Baseline {
