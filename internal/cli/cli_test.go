@@ -56,15 +56,7 @@ func workspace(t *testing.T) {
 		"settings.yaml":     "output: json\n",
 		"settings-sql.yaml": "output: sql\ndev-url: postgres://dev@devhost/postgres\n",
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	t.Chdir(dir)
 	t.Setenv("PTAHTEST_APP_URL", testURL)
 	for _, k := range []string{"PTAH_FILE", "PTAH_OUTPUT", "PTAH_DEV_URL", "PTAH_DETAILED_EXITCODE", "PTAH_CONFIG", "NO_COLOR"} {

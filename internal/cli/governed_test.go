@@ -66,6 +66,14 @@ spec:
 `,
 		"schema/001.sql": declared,
 	}
+	writeFiles(t, dir, files)
+	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
+}
+
+// writeFiles writes files (path below dir -> contents), creating their
+// directories.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
 	for name, body := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -75,7 +83,6 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
 }
 
 // ptah runs ptah as a separate process, as a user would, with extra
@@ -551,15 +558,7 @@ spec:
 	for name, sql := range files {
 		all["migrations/"+name] = sql
 	}
-	for name, body := range all {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, all)
 	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
 }
 
@@ -605,35 +604,12 @@ func TestInterruptedMigrationApply(t *testing.T) {
 // the pass busy (exit 11).
 func TestConcurrentMigrationApplyRunsEachFileOnce(t *testing.T) {
 	t.Parallel()
-	p := newProject(t, "CREATE TABLE public.log (version text)", "")
-	dir := filepath.Dir(p.file)
-	yaml := `apiVersion: ptah.run/v1alpha1
-kind: PtahMigration
-metadata:
-  name: app
-spec:
-  target:
-    urlFrom: {file: url}
-  source:
-    path: migrations
-  policy:
-    apply: Always
-`
-	files := map[string]string{"ptah.yaml": yaml}
 	const versions = 6
+	files := map[string]string{}
 	for v := 1; v <= versions; v++ {
-		files[fmt.Sprintf("migrations/%d_step.sql", v)] = fmt.Sprintf(
-			"INSERT INTO public.log VALUES ('%d');\nCREATE TABLE public.t%d (id int);\n", v, v)
+		files[fmt.Sprintf("%d_step.sql", v)] = fmt.Sprintf("INSERT INTO public.log VALUES ('%d');\nCREATE TABLE public.t%d (id int);\n", v, v)
 	}
-	for name, body := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p := newMigrationProject(t, "CREATE TABLE public.log (version text)", files)
 	const n = 8
 	type outcome struct {
 		code           int

@@ -258,6 +258,21 @@ func sessions(observer *pgx.Conn) string {
 	return "; sessions:" + out
 }
 
+// waitForSessionEnd waits until the session of pid (an orphaned writer's)
+// has ended.
+func (f *fixture) waitForSessionEnd(pid int32) {
+	f.t.Helper()
+	ctx := context.Background()
+	f.eventually("the orphaned writer's session to end", func() bool {
+		var gone bool
+		_, err := f.r.Target.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+		if err == nil {
+			err = f.r.Target.QueryRow(ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&gone)
+		}
+		return err == nil && gone
+	})
+}
+
 // eventually polls cond until it holds, failing the test after a minute.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()

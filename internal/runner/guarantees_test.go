@@ -284,14 +284,7 @@ func TestUncertainApplyKeepsTheDatabaseWhileItsWriterMayRun(t *testing.T) {
 	if err := locker.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the orphaned writer's session to end", func() bool {
-		var gone bool
-		_, err := f.r.Target.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
-		if err == nil {
-			err = f.r.Target.QueryRow(ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", writerPID).Scan(&gone)
-		}
-		return err == nil && gone
-	})
+	f.waitForSessionEnd(writerPID)
 	before := f.runs()
 	got := f.run(res, Apply)
 	st := got.Status

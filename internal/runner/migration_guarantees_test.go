@@ -332,14 +332,7 @@ func TestUncertainMigrationApplyKeepsTheDatabaseWhileItsPodMayRun(t *testing.T) 
 	if err := locker.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the orphaned writer's session to end", func() bool {
-		var gone bool
-		_, err := f.r.Target.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
-		if err == nil {
-			err = f.r.Target.QueryRow(ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", writerPID).Scan(&gone)
-		}
-		return err == nil && gone
-	})
+	f.waitForSessionEnd(writerPID)
 	got := f.runMigration(res, Apply)
 	st := got.Migration.Status
 	if st.Phase != api.PhaseBlocked || st.Reason != api.ReasonUnresolvedRun || st.UnresolvedRun == nil || st.UnresolvedRun.OperationID != op.ID ||
@@ -459,15 +452,7 @@ func (f *fixture) migHistory(res Resource) []postgres.HistoryRow {
 
 func (f *fixture) decisionStatus(uid string) api.DecisionStatus {
 	f.t.Helper()
-	o, err := f.r.Store.GetByUID(context.Background(), uid)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var ds api.DecisionStatus
-	if err := decodeStatus(o, &ds); err != nil {
-		f.t.Fatal(err)
-	}
-	return ds
+	return readDecision(f.t, f.r, uid)
 }
 
 func (f *fixture) createDecision(kind, name string, spec any) {

@@ -50,13 +50,19 @@ func (f *migFixture) approve(r *Runner, plan *engine.MigrationPlan) Approved {
 
 func (f *migFixture) decision(r *Runner, uid string) api.DecisionStatus {
 	f.t.Helper()
-	o, err := r.Store.GetByUID(f.ctx, uid)
+	return readDecision(f.t, r, uid)
+}
+
+// readDecision is the status of the approval or acknowledgment uid.
+func readDecision(t testing.TB, r *Runner, uid string) api.DecisionStatus {
+	t.Helper()
+	o, err := r.Store.GetByUID(context.Background(), uid)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var ds api.DecisionStatus
 	if err := decodeStatus(o, &ds); err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return ds
 }
