@@ -22,6 +22,7 @@ import (
 	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/runner"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
 // project is a target database and a ptah.yaml declaring it, in a temporary
@@ -44,30 +45,40 @@ const (
 
 func newProject(t *testing.T, before, declared string) *project {
 	t.Helper()
+	return newProjectOf(t, before, api.KindPtahSchema, "schema", map[string]string{"001.sql": declared})
+}
+
+// newProjectOf is a project of one resource of kind named app, policy
+// Always, whose files (name -> contents) are in dir, on a fresh database
+// where before ran.
+func newProjectOf(t *testing.T, before, kind, dir string, files map[string]string) *project {
+	t.Helper()
 	url := pgtest.NewDB(t)
 	if before != "" {
 		pgtest.Exec(t, url, before)
 	}
-	dir := t.TempDir()
-	files := map[string]string{
+	root := t.TempDir()
+	all := map[string]string{
 		"url": url,
-		"ptah.yaml": `apiVersion: ptah.run/v1alpha1
-kind: PtahSchema
+		"ptah.yaml": fmt.Sprintf(`apiVersion: ptah.run/v1alpha1
+kind: %s
 metadata:
   name: app
 spec:
   target:
     urlFrom: {file: url}
   source:
-    path: schema
+    path: %s
   policy:
     apply: Always
     lockTimeout: 30s
-`,
-		"schema/001.sql": declared,
+`, kind, dir),
 	}
-	writeFiles(t, dir, files)
-	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
+	for name, body := range files {
+		all[dir+"/"+name] = body
+	}
+	writeFiles(t, root, all)
+	return &project{t: t, url: url, file: filepath.Join(root, "ptah.yaml")}
 }
 
 // writeFiles writes files (path below dir -> contents), creating their
@@ -534,32 +545,7 @@ func TestPlanNeverHangsBehindALock(t *testing.T) {
 // SQL), policy Always.
 func newMigrationProject(t *testing.T, before string, files map[string]string) *project {
 	t.Helper()
-	url := pgtest.NewDB(t)
-	if before != "" {
-		pgtest.Exec(t, url, before)
-	}
-	dir := t.TempDir()
-	all := map[string]string{
-		"url": url,
-		"ptah.yaml": `apiVersion: ptah.run/v1alpha1
-kind: PtahMigration
-metadata:
-  name: app
-spec:
-  target:
-    urlFrom: {file: url}
-  source:
-    path: migrations
-  policy:
-    apply: Always
-    lockTimeout: 30s
-`,
-	}
-	for name, sql := range files {
-		all["migrations/"+name] = sql
-	}
-	writeFiles(t, dir, all)
-	return &project{t: t, url: url, file: filepath.Join(dir, "ptah.yaml")}
+	return newProjectOf(t, before, api.KindPtahMigration, "migrations", files)
 }
 
 // TestInterruptedMigrationApply interrupts ptah apply while the second

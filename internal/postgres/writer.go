@@ -195,12 +195,12 @@ type StatementError struct {
 	Err           error
 }
 
-func (e *StatementError) Error() string { return e.Summary() + "\n" + e.SQL }
+// Error is the failure on its first line and the statement's SQL on the
+// lines after it: a record that must not carry SQL (a resource's status)
+// keeps the first line only.
+func (e *StatementError) Error() string { return e.summary() + "\n" + e.SQL }
 
-// Summary is the error without the statement's SQL: what a record that
-// must not carry SQL (a resource's status) keeps of it. The SQL of a
-// hand-written file may hold anything, a password included.
-func (e *StatementError) Summary() string {
+func (e *StatementError) summary() string {
 	if e.NoTransaction {
 		msg := fmt.Sprintf("statement %d/%d failed in phase %d/%d, which runs without a transaction (each statement commits on its own)",
 			e.Step, e.Total, e.Phase, e.Phases)

@@ -543,17 +543,12 @@ func classify(err error) (engine.RunResult, string) {
 
 // statusMessage is what a resource's status keeps of a run's error: its
 // text without the SQL of the statement concerned (a status never carries
-// SQL; the journal, in the database, keeps the statement). The writer's
-// errors put a statement's SQL on the lines after their own text (a
-// refused statement's, *postgres.StatementError; one in flight when the
-// session was lost): only the first line is kept.
+// SQL, which may hold anything, a password included; the journal, in the
+// database, keeps the statement). The writer's errors put a statement's
+// SQL on the lines after their own text (a refused statement's, one in
+// flight when the session was lost): only the first line is kept.
 func statusMessage(err error) string {
-	msg := err.Error()
-	var se *postgres.StatementError
-	if errors.As(err, &se) {
-		msg = strings.Replace(msg, se.Error(), se.Summary(), 1)
-	}
-	line, _, _ := strings.Cut(msg, "\n")
+	line, _, _ := strings.Cut(err.Error(), "\n")
 	return line
 }
 
