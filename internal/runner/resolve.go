@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -14,21 +12,14 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// Refusals of Acknowledge; the CLI gives each its exit code.
+// Refusals of Acknowledge (engine.DecideAcknowledgment); the CLI gives
+// each its exit code.
 var (
-	// ErrNothingUnresolved: the migration has no unresolved run.
-	ErrNothingUnresolved = errors.New("no run of it is unresolved")
-	// ErrWrongOperation: the operation named is not the unresolved run's.
-	ErrWrongOperation = errors.New("the operation named is not the unresolved run")
-	// ErrNotMarkable: a version given to mark applied is not one the
-	// run's plan holds and the history lacks.
-	ErrNotMarkable = errors.New("the version cannot be marked applied")
-	// ErrWriterMayStillWrite: the run's writer may still be writing; no
-	// one can establish what it did yet.
-	ErrWriterMayStillWrite = errors.New("the run's writer may still be writing")
-	// ErrUnaccounted: a file of the run committed part of itself, and the
-	// acknowledgment neither marks it applied nor says it is to run again.
-	ErrUnaccounted = errors.New("a file the run stopped part way is not accounted for")
+	ErrNothingUnresolved   = engine.ErrNothingUnresolved
+	ErrWrongOperation      = engine.ErrWrongOperation
+	ErrNotMarkable         = engine.ErrNotMarkable
+	ErrWriterMayStillWrite = engine.ErrWriterMayStillWrite
+	ErrUnaccounted         = engine.ErrUnaccounted
 )
 
 // Evidence is what a person needs to settle a PtahMigration's unresolved
@@ -54,15 +45,9 @@ type Evidence struct {
 }
 
 // VersionEvidence is what the evidence says of one version of the run's
-// plan.
+// plan: the engine's reading of it, and the statements in flight.
 type VersionEvidence struct {
-	api.MigrationVersion
-	// Recorded: the history holds the version (its file committed, or a
-	// person marked it).
-	Recorded bool
-	// Started counts the file's statements the journal shows started,
-	// Committed those it shows committed.
-	Started, Committed int
+	engine.VersionEvidence
 	// InFlight are the statements, run without a transaction, that the
 	// journal shows started and not finished: each may or may not have
 	// taken effect.
@@ -120,7 +105,8 @@ func (r *Runner) Evidence(ctx context.Context, res Resource) (*Evidence, error) 
 		recorded[canonical(h.Version)] = true
 	}
 	for _, v := range ev.Plan.Spec.Versions {
-		ve := VersionEvidence{MigrationVersion: v, Recorded: recorded[canonical(v.Version)]}
+		ve := VersionEvidence{VersionEvidence: engine.VersionEvidence{MigrationVersion: v, Key: canonical(v.Version),
+			Recorded: recorded[canonical(v.Version)], InSource: inSource(res, v)}}
 		if ev.Run != nil {
 			for _, s := range ev.Run.Steps {
 				if canonical(s.Version) != canonical(v.Version) {
@@ -177,26 +163,17 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 	if err != nil {
 		return Acknowledged{}, err
 	}
-	name := res.Name()
-	u := ev.Unresolved
-	switch {
-	case u == nil:
-		return Acknowledged{}, fmt.Errorf("resolving a run of %s: %w (ptah status %s shows where it stands)", name, ErrNothingUnresolved, name)
-	case u.OperationID != req.OperationID:
-		return Acknowledged{}, fmt.Errorf("resolving operation %s of %s: %w: the unresolved run is operation %s; "+
-			"ptah resolve-run %s shows its evidence", req.OperationID, name, ErrWrongOperation, u.OperationID, name)
-	case ev.WriterMayStillWrite:
-		return Acknowledged{}, fmt.Errorf("resolving operation %s of %s: %w (its session is alive and its deadline %s has not passed); "+
-			"wait for it to end, or end it (pg_terminate_backend), then look again", u.OperationID, name, ErrWriterMayStillWrite,
-			u.Deadline.UTC().Format("2006-01-02T15:04:05Z"))
+	in := engine.RunEvidence{Migration: res.Name(), Unresolved: ev.Unresolved, WriterMayStillWrite: ev.WriterMayStillWrite,
+		PlanKnown: ev.Plan != nil}
+	for _, v := range ev.Versions {
+		in.Versions = append(in.Versions, v.VersionEvidence)
 	}
-	marks, err := markable(ev, res, req.MarkApplied)
+	marks, err := engine.DecideAcknowledgment(in, engine.AcknowledgmentRequest{OperationID: req.OperationID, MarkApplied: req.MarkApplied,
+		Rerun: req.Rerun}, canonical)
 	if err != nil {
 		return Acknowledged{}, err
 	}
-	if err := accounted(ev, req); err != nil {
-		return Acknowledged{}, err
-	}
+	u, name := ev.Unresolved, res.Name()
 	obj, _, err := r.migrationStatus(ctx, res)
 	if err != nil {
 		return Acknowledged{}, err
@@ -242,84 +219,8 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 	return Acknowledged{Name: created.Name, UID: created.UID, Spec: spec}, nil
 }
 
-// markable checks the versions a person marks applied: each must be a
-// version of the run's plan, in the source with the plan's checksum,
-// missing from the history, and named once.
-func markable(ev *Evidence, res Resource, versions []string) ([]api.MigrationVersion, error) {
-	if len(versions) == 0 {
-		return nil, nil
-	}
-	if ev.Plan == nil {
-		return nil, fmt.Errorf("%w: the plan of operation %s is no longer stored, so no version of it can be marked", ErrNotMarkable,
-			ev.Unresolved.OperationID)
-	}
-	var out []api.MigrationVersion
-	var problems []string
-	seen := map[string]bool{}
-	for _, want := range versions {
-		c := canonical(want)
-		i := slices.IndexFunc(ev.Versions, func(v VersionEvidence) bool { return canonical(v.Version) == c })
-		switch {
-		case seen[c]:
-			problems = append(problems, fmt.Sprintf("version %s is named twice", want))
-		case i < 0:
-			problems = append(problems, fmt.Sprintf("version %s is not in the plan of operation %s (its versions: %s)", want,
-				ev.Unresolved.OperationID, planVersions(ev.Plan)))
-		case ev.Versions[i].Recorded:
-			problems = append(problems, fmt.Sprintf("version %s is already in the history", want))
-		case !inSource(res, ev.Versions[i].MigrationVersion):
-			problems = append(problems, fmt.Sprintf("version %s is not in the migration source with the checksum the plan ran (%s)", want,
-				ev.Versions[i].Checksum))
-		default:
-			out = append(out, ev.Versions[i].MigrationVersion)
-		}
-		seen[c] = true
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s; nothing was recorded", ErrNotMarkable, strings.Join(problems, "; "))
-	}
-	return out, nil
-}
-
-// accounted refuses an acknowledgment that leaves a file the run stopped
-// part way (the journal shows some of its statements committed, the
-// history does not record it) in neither MarkApplied nor Rerun; and a
-// Rerun version that is not such a file.
-func accounted(ev *Evidence, req AcknowledgeRequest) error {
-	in := func(list []string, v string) bool {
-		for _, x := range list {
-			if canonical(x) == canonical(v) {
-				return true
-			}
-		}
-		return false
-	}
-	var problems []string
-	partial := map[string]bool{}
-	for _, v := range ev.Versions {
-		if v.Recorded || v.Committed == 0 {
-			continue
-		}
-		partial[canonical(v.Version)] = true
-		if !in(req.MarkApplied, v.Version) && !in(req.Rerun, v.Version) {
-			problems = append(problems, fmt.Sprintf("version %s committed %d of its statements (the journal shows %d started): "+
-				"finish it by hand and mark it applied, or undo what committed and name it to run again", v.Version, v.Committed, v.Started))
-		}
-	}
-	for _, v := range req.Rerun {
-		if !partial[canonical(v)] {
-			problems = append(problems, fmt.Sprintf("version %s is not a file the run stopped part way: it runs again anyway if the history lacks it", v))
-		}
-		if in(req.MarkApplied, v) {
-			problems = append(problems, fmt.Sprintf("version %s is both marked applied and named to run again", v))
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s; nothing was recorded", ErrUnaccounted, strings.Join(problems, "; "))
-	}
-	return nil
-}
-
+// inSource reports whether res's source holds v with the checksum the
+// plan ran.
 func inSource(res Resource, v api.MigrationVersion) bool {
 	if res.Source == nil {
 		return false
@@ -332,13 +233,6 @@ func inSource(res Resource, v api.MigrationVersion) bool {
 	return false
 }
 
-func planVersions(p *engine.MigrationPlan) string {
-	vs := make([]string, len(p.Spec.Versions))
-	for i, v := range p.Spec.Versions {
-		vs[i] = v.Version
-	}
-	return strings.Join(vs, ", ")
-}
 
 // migrationStatus reads res's stored object and status.
 func (r *Runner) migrationStatus(ctx context.Context, res Resource) (store.Object, api.PtahMigrationStatus, error) {
