@@ -233,7 +233,6 @@ func inSource(res Resource, v api.MigrationVersion) bool {
 	return false
 }
 
-
 // migrationStatus reads res's stored object and status.
 func (r *Runner) migrationStatus(ctx context.Context, res Resource) (store.Object, api.PtahMigrationStatus, error) {
 	var st api.PtahMigrationStatus
