@@ -113,12 +113,12 @@ func (a *app) runHistory(ctx context.Context, o historyOptions) error {
 		}
 		for _, ap := range h.Approvals {
 			item.Approvals = append(item.Approvals, historyApproval{
-				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason},
+				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason},
 				Plan:         jsonMeta{Name: ap.Spec.Plan.Name, UID: ap.Spec.Plan.UID}, Stale: ap.Status.Stale})
 		}
 		for _, ap := range h.MigrationApprovals {
 			ha := historyApproval{
-				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason},
+				jsonApproval: jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason},
 				Plan:         jsonMeta{Name: ap.Spec.Plan.Name, UID: ap.Spec.Plan.UID}, Stale: ap.Status.Stale}
 			if c := ap.Status.Consumed; c != nil {
 				ha.ConsumedBy = c.OperationID

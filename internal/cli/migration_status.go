@@ -33,7 +33,7 @@ func inspectMigration(ctx context.Context, r *runner.Runner, in runner.Resource)
 		st := rep.Migration.Status
 		item.Migration = &st
 		if ap := rep.Migration.Approval; ap != nil {
-			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason}
+			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
 		}
 		if u := st.UnresolvedRun; u != nil {
 			may, err := postgres.WriterMayStillWrite(ctx, r.Target, u.OperationID, u.CoordinationDigest)
@@ -56,7 +56,7 @@ func at(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func lastRunText(lr *api.AppliedPlan) string {
 	switch lr.Outcome {
 	case api.OutcomeSucceeded:
-		return fmt.Sprintf("applied %s (operation %s, plan %s, %s)", versionsNoun(lr.Versions), lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+		return fmt.Sprintf("applied %s (operation %s, plan %s, %s)", versionsNoun(lr.Versions), lr.OperationID, lr.Plan.Name, at(lr.FinishedAt.Time))
 	case api.OutcomeFailed:
 		var b strings.Builder
 		if f := lr.Failure; f != nil {
@@ -72,10 +72,10 @@ func lastRunText(lr *api.AppliedPlan) string {
 		} else {
 			b.WriteString("; nothing of the plan was applied")
 		}
-		fmt.Fprintf(&b, " (operation %s, plan %s, %s)", lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+		fmt.Fprintf(&b, " (operation %s, plan %s, %s)", lr.OperationID, lr.Plan.Name, at(lr.FinishedAt.Time))
 		return b.String()
 	}
-	return fmt.Sprintf("%s (operation %s, plan %s, %s)", lr.Outcome, lr.OperationID, lr.Plan.Name, at(lr.FinishedAt))
+	return fmt.Sprintf("%s (operation %s, plan %s, %s)", lr.Outcome, lr.OperationID, lr.Plan.Name, at(lr.FinishedAt.Time))
 }
 
 // postgresError is what PostgreSQL said, from a failed run's recorded
@@ -115,16 +115,16 @@ func versionsNoun(vs []string) string {
 // unresolvedText describes an unresolved run in one line.
 func unresolvedText(u *api.UnresolvedRun) string {
 	return fmt.Sprintf("operation %s of plan %s (uid %s): outcome %s, reported by %s at %s", u.OperationID, u.Plan.Name, u.Plan.UID,
-		u.Outcome, strings.ToLower(u.ReportedBy), at(u.RecordedAt))
+		u.Outcome, strings.ToLower(u.ReportedBy), at(u.RecordedAt.Time))
 }
 
 // unresolvedWriterText says where the unresolved run's writer is.
 func unresolvedWriterText(u *api.UnresolvedRun, mayStillWrite *bool) string {
 	who := "no session recorded (the run was dispatched and never reported one)"
 	if w := u.Writer; w != nil {
-		who = fmt.Sprintf("session pid %d started %s", w.PID, at(w.BackendStart))
+		who = fmt.Sprintf("session pid %d started %s", w.PID, at(w.BackendStart.Time))
 	}
-	s := fmt.Sprintf("%s, deadline %s", who, at(u.Deadline))
+	s := fmt.Sprintf("%s, deadline %s", who, at(u.Deadline.Time))
 	switch {
 	case mayStillWrite == nil:
 	case *mayStillWrite:
@@ -167,7 +167,7 @@ func writeMigrationStatus(b *strings.Builder, st styles, it statusItem, row func
 		row("settle it", "ptah resolve-run "+it.Resource.Name+" shows the evidence")
 	}
 	if rr := s.ResolvedRun; rr != nil {
-		row("resolved run", fmt.Sprintf("operation %s, by %s at %s (acknowledgment %s)", rr.OperationID, rr.By, at(rr.At), rr.Acknowledgment.Name))
+		row("resolved run", fmt.Sprintf("operation %s, by %s at %s (acknowledgment %s)", rr.OperationID, rr.By, at(rr.At.Time), rr.Acknowledgment.Name))
 	}
 	writeRunStateRows(s.RunState, it, row)
 }

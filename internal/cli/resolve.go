@@ -447,7 +447,7 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 		fmt.Fprintf(&b, "%s: run %s of plan %s is dispatched and not accounted for: its writer session may still be running it.\n"+
 			"  Nothing can be settled until it ends or its deadline (%s) passes; ptah status shows the session.\n"+
 			"  Then ptah resolve-run %s again: the journal settles the run, or it shows its evidence.\n",
-			st.header.Render(name), op.ID, op.Plan.Name, at(op.Deadline), out.Resource.Name)
+			st.header.Render(name), op.ID, op.Plan.Name, at(op.Deadline.Time), out.Resource.Name)
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
@@ -459,7 +459,7 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 			b.WriteString("  no record yet: no pass has run for it in this database\n")
 		}
 		if rr := out.ResolvedRun; rr != nil {
-			fmt.Fprintf(&b, "  last resolved: operation %s, by %s at %s (acknowledgment %s)\n", rr.OperationID, rr.By, at(rr.At), rr.Acknowledgment.Name)
+			fmt.Fprintf(&b, "  last resolved: operation %s, by %s at %s (acknowledgment %s)\n", rr.OperationID, rr.By, at(rr.At.Time), rr.Acknowledgment.Name)
 		}
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
@@ -471,7 +471,7 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	if u.ReportedBy == api.ReportedByDispatch {
 		reported = "its dispatch marker (the run never reported its end)"
 	}
-	row("recorded", fmt.Sprintf("at %s, from %s", at(u.RecordedAt), reported))
+	row("recorded", fmt.Sprintf("at %s, from %s", at(u.RecordedAt.Time), reported))
 	writer := "none journaled (the run stopped before it began)"
 	if r := out.Run; r != nil && r.Writer != nil {
 		writer = fmt.Sprintf("session pid %d started %s", r.Writer.PID, at(r.Writer.BackendStart))
@@ -480,7 +480,7 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	if out.WriterMayStillWrite {
 		may = st.danger.Render("it may still be writing") + ": nothing can be settled until its session ends or its deadline passes"
 	}
-	row("writer", fmt.Sprintf("%s, deadline %s; %s", writer, at(u.Deadline), may))
+	row("writer", fmt.Sprintf("%s, deadline %s; %s", writer, at(u.Deadline.Time), may))
 	if r := out.Run; r != nil {
 		end := "never finished"
 		if r.FinishedAt != nil {

@@ -155,7 +155,7 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 		}
 		if ap := rep.Approval; ap != nil {
 			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver,
-				ApprovedAt: ap.Spec.ApprovedAt, Reason: ap.Spec.Reason}
+				ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
 		}
 		item.Lease = leaseItem(rep.Lease, rep.LeaseWriterAlive, rep.Writer, rep.Run)
 		items[i] = item

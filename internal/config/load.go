@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -71,7 +73,7 @@ func (r *Resource) Target() v1alpha1.Target {
 	return r.Schema.Spec.Target
 }
 
-func (r *Resource) meta() v1alpha1.ObjectMeta {
+func (r *Resource) meta() metav1.ObjectMeta {
 	if r.Migration != nil {
 		return r.Migration.ObjectMeta
 	}
@@ -227,7 +229,7 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	label := ref(kind, "", name)
 
 	var errs []error
-	for _, p := range checkFields(root, reflect.TypeOf(obj), "") {
+	for _, p := range checkDocument(root, reflect.TypeOf(obj)) {
 		errs = append(errs, &Error{File: path, Line: p.line, Resource: label, Err: errors.New(p.msg)})
 	}
 	if len(errs) > 0 {

@@ -104,7 +104,7 @@ func TestParseMigrationErrors(t *testing.T) {
 		{"no source path", strings.Replace(goodMigration, "path: ./migrations", "layout: native", 1),
 			[]string{`ptah.yaml:8: PtahMigration "app": spec.source.path: required: a directory of versioned .sql files`}},
 		{"status is not declared", goodMigration + "status: {}\n",
-			[]string{`ptah.yaml:10: PtahMigration "app": status: unknown field`}},
+			[]string{`ptah.yaml:10: PtahMigration "app": status: written by ptah, never declared`}},
 		{"every problem", goodMigration + "  policy: {apply: x, lockTimeout: y}\n",
 			[]string{"spec.policy.apply:", "spec.policy.lockTimeout:"}},
 		{"a plan is not declared", strings.Replace(goodMigration, "kind: PtahMigration", "kind: PtahMigrationPlan", 1),

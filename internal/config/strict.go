@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,39 @@ import (
 type fieldProblem struct {
 	line int
 	msg  string
+}
+
+// declaredMeta is the metadata a document in ptah.yaml may give. The API
+// types carry Kubernetes' whole ObjectMeta (uid, labels, ...), which in a
+// cluster the API server owns or ptah would ignore here: a field that would
+// be silently ignored is refused instead.
+type declaredMeta struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+// checkDocument checks a document's top-level fields against t, the kind's
+// API type, as it may be declared: status is ptah's to write (in a cluster
+// the manager's, through the status subresource), never a person's, and
+// metadata holds only declaredMeta.
+func checkDocument(root *yaml.Node, t reflect.Type) []fieldProblem {
+	root = resolveAlias(root)
+	var problems []fieldProblem
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if key := root.Content[i]; key.Value == "status" {
+			problems = append(problems, fieldProblem{key.Line, "status: written by ptah, never declared: remove it (ptah status NAME shows it)"})
+		}
+	}
+	for _, p := range checkFields(root, t, "") {
+		if !strings.HasPrefix(p.msg, "status.") && !strings.HasPrefix(p.msg, "metadata.") {
+			problems = append(problems, p)
+		}
+	}
+	if md := mappingNode(root, "metadata"); md != nil {
+		problems = append(problems, checkFields(md, reflect.TypeOf(declaredMeta{}), "metadata")...)
+	}
+	slices.SortStableFunc(problems, func(a, b fieldProblem) int { return a.line - b.line })
+	return problems
 }
 
 // checkFields walks a mapping node against the JSON shape of t and reports

@@ -188,7 +188,7 @@ func (f *migrationFamily) settle(in PassInput) (outcome, bool) {
 	}
 	if a := f.resolve; a != nil {
 		f.st.ResolvedRun = &api.ResolvedRun{OperationID: u.OperationID, Acknowledgment: api.ObjectReference{Name: a.Name, UID: a.UID},
-			By: a.Spec.By, At: in.Now}
+			By: a.Spec.By, At: api.NewTime(in.Now)}
 		f.st.UnresolvedRun = nil
 		f.st.Plan = nil // the history is read afresh, and what remains planned anew
 		setPhase(rs, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf("run %s resolved by %s (%s); reading the history again",
@@ -208,7 +208,7 @@ func (f *migrationFamily) settle(in PassInput) (outcome, bool) {
 func (f *migrationFamily) lostDispatch(in PassInput, op *api.Operation) {
 	j, read := f.in.Journal[op.ID]
 	if read && j.Succeeded {
-		f.st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: in.Now, Versions: j.Versions,
+		f.st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: api.NewTime(in.Now), Versions: j.Versions,
 			Message: "the run never reported how it ended; the journal records it succeeded"}
 		f.st.Plan = nil // spent
 		setPhase(&f.st.RunState, api.PhaseApplying, api.ReasonVerifying, fmt.Sprintf("applied %s (the journal records it); verifying",
@@ -221,7 +221,7 @@ func (f *migrationFamily) lostDispatch(in PassInput, op *api.Operation) {
 	}
 	f.st.UnresolvedRun = &api.UnresolvedRun{Outcome: outcome, OperationID: op.ID, Plan: op.Plan, Writer: j.Writer, Deadline: op.Deadline,
 		TargetIdentityDigest: in.TargetIdentityDigest, CoordinationDigest: op.CoordinationDigest,
-		ReportedBy: api.ReportedByDispatch, RecordedAt: in.Now}
+		ReportedBy: api.ReportedByDispatch, RecordedAt: api.NewTime(in.Now)}
 	setPhase(&f.st.RunState, api.PhaseBlocked, api.ReasonUnresolvedRun, fmt.Sprintf(
 		"run %s was dispatched and never reported how it ended; ptah resolve-run %s shows the evidence", op.ID, in.Name))
 }
@@ -266,7 +266,7 @@ func (f *migrationFamily) authorizedMessage(op *api.Operation) string {
 	}
 	for _, a := range f.in.Approvals {
 		if a.UID == op.Approval.UID {
-			return approvedBy(a.Spec.Approver, a.Spec.ApprovedAt, a.Spec.Reason)
+			return approvedBy(a.Spec.Approver, a.Spec.ApprovedAt.Time, a.Spec.Reason)
 		}
 	}
 	return "the plan is approved; ptah apply runs it"
@@ -370,12 +370,12 @@ func AccountMigration(st api.PtahMigrationStatus, op api.Operation, run Migratio
 	switch run.Result {
 	case RunSucceeded:
 		rs.OwedRelease = owed
-		st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: now, Versions: run.Versions}
+		st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: api.NewTime(now), Versions: run.Versions}
 		setPhase(rs, api.PhaseApplying, api.ReasonVerifying, fmt.Sprintf("applied %s; verifying", versionList(run.Versions)))
 		return st
 	case RunFailed:
 		rs.OwedRelease = owed
-		st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: now, Message: run.Message,
+		st.LastRun = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: api.NewTime(now), Message: run.Message,
 			Versions: run.Versions, Failure: run.Failure}
 		msg := run.Message
 		if len(run.Versions) > 0 {
@@ -392,7 +392,7 @@ func AccountMigration(st api.PtahMigrationStatus, op api.Operation, run Migratio
 		outcome = api.OutcomePartial
 	}
 	st.UnresolvedRun = &api.UnresolvedRun{Outcome: outcome, OperationID: op.ID, Plan: op.Plan, Writer: run.Writer, Deadline: op.Deadline,
-		TargetIdentityDigest: targetIdentity, CoordinationDigest: op.CoordinationDigest, ReportedBy: api.ReportedByRun, RecordedAt: now}
+		TargetIdentityDigest: targetIdentity, CoordinationDigest: op.CoordinationDigest, ReportedBy: api.ReportedByRun, RecordedAt: api.NewTime(now)}
 	setPhase(rs, api.PhaseBlocked, api.ReasonUnresolvedRun, "the run's outcome is not known: "+run.Message)
 	return st
 }

@@ -46,7 +46,7 @@ func publishedMigration(in MigrationPassInput, spec api.PtahMigrationPlanSpec, u
 func migrationApproval(p MigrationPlan, uid string) MigrationApproval {
 	return MigrationApproval{Name: "approval-" + uid, UID: uid, Spec: api.PtahMigrationApprovalSpec{
 		Plan: api.ObjectReference{Name: p.Name, UID: p.UID}, Migration: "app", PlanFingerprint: p.Spec.Fingerprint,
-		Bindings: p.Spec.Bindings, Approver: "ana", ApprovedAt: t0}}
+		Bindings: p.Spec.Bindings, Approver: "ana", ApprovedAt: api.NewTime(t0)}}
 }
 
 // planned is a migration with versions 3 and 4 pending, its plan published.
@@ -113,7 +113,7 @@ func TestMigrationApprovalBindsTheHistoryAndIsSpentOnce(t *testing.T) {
 		t.Fatalf("an approval of another history authorized the plan")
 	}
 	a = migrationApproval(*in.CurrentPlan, "a2")
-	a.Status.Consumed = &api.Consumption{OperationID: "op-0", At: t0}
+	a.Status.Consumed = &api.Consumption{OperationID: "op-0", At: api.NewTime(t0)}
 	in.Approvals = []MigrationApproval{a}
 	if d := MigrationPass(in); d.Operation != nil || d.Status.Phase != api.PhaseAwaitingApproval {
 		t.Fatalf("a consumed approval: %s %s; want AwaitingApproval", d.Step, d.Status.Phase)
@@ -123,7 +123,7 @@ func TestMigrationApprovalBindsTheHistoryAndIsSpentOnce(t *testing.T) {
 	d := MigrationPass(in)
 	in.Status, in.Locked = d.Status, true
 	in.Rederived = d.Operation.InputFingerprint
-	in.Approvals[0].Status.Consumed = &api.Consumption{OperationID: "op-0", At: t0}
+	in.Approvals[0].Status.Consumed = &api.Consumption{OperationID: "op-0", At: api.NewTime(t0)}
 	if d := MigrationPass(in); d.Step == StepDispatch || d.Status.ActiveOperation != nil {
 		t.Fatalf("approval spent before dispatch: %s; want the claim dropped", d.Step)
 	}
@@ -157,7 +157,7 @@ func dispatched(in MigrationPassInput) (MigrationPassInput, api.Operation) {
 	in.Approvals = []MigrationApproval{migrationApproval(*in.CurrentPlan, "a1")}
 	op := *MigrationPass(in).Operation
 	at := t0
-	op.DispatchedAt = &at
+	op.DispatchedAt = &api.Time{Time: at}
 	in.Status.ActiveOperation = &op
 	in.Status.Phase = api.PhaseApplying
 	return in, op
@@ -184,7 +184,7 @@ func TestMigrationDispatchedRunIsNeverRunAgain(t *testing.T) {
 	// The journal names the writer, and a committed statement: Partial,
 	// with the session as evidence. Only a journal that records the run
 	// succeeded settles it without a person.
-	writer := &api.WriterSession{PID: 7, BackendStart: t0}
+	writer := &api.WriterSession{PID: 7, BackendStart: api.NewTime(t0)}
 	in.Journal = map[string]JournalReading{op.ID: {AnyCommitted: true, Versions: []string{"3"}, Writer: writer}}
 	if u := MigrationPass(in).Status.UnresolvedRun; u == nil || u.Outcome != api.OutcomePartial || u.Writer != writer {
 		t.Fatalf("journal with a commit: unresolved %+v", u)
@@ -218,7 +218,7 @@ func TestMigrationUnresolvedRunIsSettledByItsAcknowledgmentOnly(t *testing.T) {
 		CoordinationDigest: "sha256:coord", ReportedBy: api.ReportedByRun}
 	ack := func(uid, op, migrationUID string) Acknowledgment {
 		return Acknowledgment{Name: "ack-" + uid, UID: uid, Spec: api.PtahMigrationRunAcknowledgmentSpec{
-			Migration: api.ObjectReference{Name: "app", UID: migrationUID}, OperationID: op, By: "bo", At: t0, Reason: "checked the journal"}}
+			Migration: api.ObjectReference{Name: "app", UID: migrationUID}, OperationID: op, By: "bo", At: api.NewTime(t0), Reason: "checked the journal"}}
 	}
 	for _, tt := range []struct {
 		name string
@@ -234,7 +234,7 @@ func TestMigrationUnresolvedRunIsSettledByItsAcknowledgmentOnly(t *testing.T) {
 		}
 	}
 	spent := ack("k2", "op-7", "migration-uid")
-	spent.Status.Consumed = &api.Consumption{OperationID: "op-7", At: t0}
+	spent.Status.Consumed = &api.Consumption{OperationID: "op-7", At: api.NewTime(t0)}
 	in.Acknowledgments = []Acknowledgment{spent}
 	if d := MigrationPass(in); d.Status.Reason != api.ReasonUnresolvedRun || d.Status.UnresolvedRun == nil {
 		t.Fatalf("a spent acknowledgment settled the run: %s/%s", d.Status.Phase, d.Status.Reason)
@@ -265,7 +265,7 @@ func TestAccountMigration(t *testing.T) {
 	}
 	// Uncertain: recorded for a person; no release owed while the writer
 	// may still write, owed by a later pass once it cannot.
-	writer := &api.WriterSession{PID: 42, BackendStart: t0}
+	writer := &api.WriterSession{PID: 42, BackendStart: api.NewTime(t0)}
 	st = AccountMigration(in.Status, op, MigrationRun{Result: RunUncertain, Partial: true, Writer: writer, MayStillWrite: true,
 		Message: "connection lost in file 4"}, self, t0)
 	u := st.UnresolvedRun

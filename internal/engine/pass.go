@@ -171,7 +171,7 @@ func continueClaim(in PassInput, f family, rs *api.RunState, op *api.Operation) 
 	}
 	// Nothing of an undispatched claim ran. Past its deadline nothing may
 	// run under it either: drop it and decide again.
-	if !in.Now.Before(op.Deadline) {
+	if !in.Now.Before(op.Deadline.Time) {
 		return dropClaim(rs, fmt.Sprintf("operation %s claimed plan %s but was not dispatched before its deadline %s; nothing ran under it; planning again",
 			op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339)))
 	}
@@ -240,8 +240,8 @@ func claim(in PassInput, rs *api.RunState, plan api.PlanReference, b api.Binding
 		InputFingerprint:   InputFingerprint(plan.Fingerprint, b),
 		CoordinationDigest: b.CoordinationDigest,
 		StatementsDigest:   statementsDigest,
-		ClaimedAt:          in.Now,
-		Deadline:           in.Now.Add(in.RunTimeout),
+		ClaimedAt:          api.NewTime(in.Now),
+		Deadline:           api.NewTime(in.Now.Add(in.RunTimeout)),
 	}
 	rs.ActiveOperation = op
 	setPhase(rs, api.PhaseApplying, api.ReasonApplying, fmt.Sprintf("operation %s claims plan %s", op.ID, plan.Name))

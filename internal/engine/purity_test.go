@@ -21,6 +21,10 @@ var pureImports = map[string]bool{
 	"bytes": true, "cmp": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true,
 	"errors": true, "fmt": true, "hash": true, "maps": true, "regexp": true, "slices": true,
 	"sort": true, "strconv": true, "strings": true, "time": true, "unicode": true, "unicode/utf8": true,
+	// The API types are Kubernetes types: these define object metadata,
+	// times and type registration, and do no I/O.
+	"k8s.io/apimachinery/pkg/apis/meta/v1": true, "k8s.io/apimachinery/pkg/runtime": true,
+	"k8s.io/apimachinery/pkg/runtime/schema": true,
 }
 
 var pureOwn = map[string]bool{

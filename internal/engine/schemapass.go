@@ -115,7 +115,7 @@ func (f *schemaFamily) settle(in PassInput) (outcome, bool) {
 	if f.in.Observation == nil {
 		return outcome{step: StepObserve}, true
 	}
-	f.st.Applied = &api.AppliedPlan{OperationID: p.OperationID, Plan: p.Plan, Outcome: api.OutcomeObserved, FinishedAt: in.Now,
+	f.st.Applied = &api.AppliedPlan{OperationID: p.OperationID, Plan: p.Plan, Outcome: api.OutcomeObserved, FinishedAt: api.NewTime(in.Now),
 		Message: "the run's outcome was unknown; the database was observed again"}
 	f.st.PendingObservation = nil
 	f.st.Plan = nil
@@ -123,7 +123,7 @@ func (f *schemaFamily) settle(in PassInput) (outcome, bool) {
 }
 
 func (f *schemaFamily) lostDispatch(in PassInput, op *api.Operation) {
-	f.st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: in.Now, CoordinationDigest: op.CoordinationDigest}
+	f.st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: api.NewTime(in.Now), CoordinationDigest: op.CoordinationDigest}
 }
 
 func (f *schemaFamily) verifyClaimedPlan(op *api.Operation) error {
@@ -152,7 +152,7 @@ func authorizedMessage(ref *api.ObjectReference, approvals []Approval) string {
 }
 
 func approvedMessage(a Approval) string {
-	return approvedBy(a.Spec.Approver, a.Spec.ApprovedAt, a.Spec.Reason)
+	return approvedBy(a.Spec.Approver, a.Spec.ApprovedAt.Time, a.Spec.Reason)
 }
 
 func approvedBy(approver string, at time.Time, reason string) string {
@@ -195,7 +195,7 @@ const ConditionReady = "Ready"
 // with st. Its transition time moves only when its status flips.
 func SetReady(conditions []api.Condition, st api.RunState, generation int64, now time.Time) []api.Condition {
 	c := api.Condition{Type: ConditionReady, Status: "False", Reason: st.Reason, Message: st.Message,
-		ObservedGeneration: generation, LastTransitionTime: now}
+		ObservedGeneration: generation, LastTransitionTime: api.NewTime(now)}
 	if st.Phase == api.PhaseInSync {
 		c.Status = "True"
 	}
@@ -347,15 +347,15 @@ func Account(st api.PtahSchemaStatus, op api.Operation, result RunResult, messag
 	st.OwedRelease = &api.LeaseRelease{CoordinationDigest: op.CoordinationDigest, OperationID: op.ID}
 	switch result {
 	case RunSucceeded:
-		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: now,
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeSucceeded, FinishedAt: api.NewTime(now),
 			StatementsDigest: op.StatementsDigest}
 		return withPhase(st, api.PhaseApplying, api.ReasonVerifying, "applied; verifying")
 	case RunFailed:
-		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: now, Message: message,
+		st.Applied = &api.AppliedPlan{OperationID: op.ID, Plan: op.Plan, Outcome: api.OutcomeFailed, FinishedAt: api.NewTime(now), Message: message,
 			StatementsDigest: op.StatementsDigest}
 		return withPhase(st, api.PhaseFailed, api.ReasonApplyFailed, message)
 	}
-	st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: now, CoordinationDigest: op.CoordinationDigest}
+	st.PendingObservation = &api.PendingObservation{OperationID: op.ID, Plan: op.Plan, Since: api.NewTime(now), CoordinationDigest: op.CoordinationDigest}
 	return withPhase(st, api.PhaseApplying, api.ReasonApplying, "the run's outcome is unknown: "+message)
 }
 

@@ -39,7 +39,7 @@ func published(obs *Observation, uid string) Plan {
 func approvalFor(p Plan, uid string) Approval {
 	return Approval{Name: "approval-" + uid, UID: uid, Spec: api.PtahSchemaApprovalSpec{
 		Plan: api.ObjectReference{Name: p.Name, UID: p.UID}, Schema: "app", PlanFingerprint: p.Spec.Fingerprint,
-		Bindings: p.Spec.Bindings, Approver: "ana", ApprovedAt: t0}}
+		Bindings: p.Spec.Bindings, Approver: "ana", ApprovedAt: api.NewTime(t0)}}
 }
 
 func input(policy api.ApplyPolicy) SchemaPassInput {
@@ -265,7 +265,7 @@ func TestSchemaPassClaimedPlanIsVerifiedBeforeDispatch(t *testing.T) {
 func TestSchemaPassDispatchedClaimIsNeverDispatchedAgain(t *testing.T) {
 	t.Parallel()
 	dispatched := t0.Add(-time.Minute)
-	op := &api.Operation{ID: "op-9", CoordinationDigest: "sha256:coord", DispatchedAt: &dispatched, Deadline: t0.Add(time.Hour)}
+	op := &api.Operation{ID: "op-9", CoordinationDigest: "sha256:coord", DispatchedAt: &api.Time{Time: dispatched}, Deadline: api.NewTime(t0.Add(time.Hour))}
 	in := input(api.ApplyAlways)
 	in.Status.ActiveOperation = op
 
@@ -399,7 +399,7 @@ func TestSchemaPassPlanOnlyNeverExecutes(t *testing.T) {
 
 	// Settling a dead run is not execution: it still happens.
 	dispatched := t0
-	in.Status.ActiveOperation.DispatchedAt = &dispatched
+	in.Status.ActiveOperation.DispatchedAt = &api.Time{Time: dispatched}
 	if d := SchemaPass(in); d.Status.PendingObservation == nil || d.Status.ActiveOperation != nil {
 		t.Fatalf("dead dispatched run: got %+v; want it settled into a pending observation", d.Status)
 	}
@@ -438,7 +438,7 @@ func TestSchemaPassDropsAnUndispatchedClaimPastItsDeadline(t *testing.T) {
 		in.Locked, in.Rederived = false, ""
 		in.PlanOnly = planOnly
 		op := in.Status.ActiveOperation
-		in.Now = op.Deadline
+		in.Now = op.Deadline.Time
 		d := SchemaPass(in)
 		if d.Step != StepWriteStatus || d.Stable || d.Status.ActiveOperation != nil ||
 			!strings.Contains(d.Status.Message, "not dispatched before its deadline") || !strings.Contains(d.Status.Message, "nothing ran") {
@@ -454,7 +454,7 @@ func TestSchemaPassDropsAnUndispatchedClaimPastItsDeadline(t *testing.T) {
 	// A dispatched claim past its deadline is not dropped: it may have run.
 	in := claimedInput(api.ApplyAlways, plan)
 	dispatched := t0
-	in.Status.ActiveOperation.DispatchedAt = &dispatched
+	in.Status.ActiveOperation.DispatchedAt = &api.Time{Time: dispatched}
 	in.Now = in.Status.ActiveOperation.Deadline.Add(time.Hour)
 	if d := SchemaPass(in); d.Status.PendingObservation == nil || d.Status.PendingObservation.OperationID != in.Status.ActiveOperation.ID {
 		t.Fatalf("dispatched, past the deadline: got %+v; want a pending observation", d.Status)
@@ -496,9 +496,9 @@ func TestSchemaPassWaitsForALiveWriterInEveryPath(t *testing.T) {
 	ref := api.PlanReference{ObjectReference: api.ObjectReference{Name: "app-1", UID: "p1"}}
 	owed := input(api.ApplyAlways)
 	owed.Status.OwedRelease = &api.LeaseRelease{CoordinationDigest: "sha256:coord", OperationID: "op-7"}
-	owed.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: t0}
+	owed.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: api.NewTime(t0)}
 	pending := input(api.ApplyAlways)
-	pending.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: t0}
+	pending.Status.PendingObservation = &api.PendingObservation{OperationID: "op-7", Plan: ref, Since: api.NewTime(t0)}
 	pending.Observation = &Observation{Bindings: bindings("x")}
 	for name, in := range map[string]SchemaPassInput{"owed release": owed, "pending observation": pending} {
 		in.LiveWriters = map[string]bool{"op-7": true}

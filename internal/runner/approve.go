@@ -67,7 +67,7 @@ func readApprovable(o store.Object) (approvable, error) {
 			resource: s.Schema, kinds: schemaKinds, destructive: s.Destructive, verify: func() error { return engine.VerifyPlan(plan) },
 			approvalSpec: func(approver string, at time.Time, reason string) any {
 				return api.PtahSchemaApprovalSpec{Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: s.Schema.Name,
-					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: at, Reason: reason}
+					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: api.NewTime(at), Reason: reason}
 			}}, nil
 	case api.KindPtahMigrationPlan:
 		plan, err := decodeMigrationPlan(o)
@@ -79,7 +79,7 @@ func readApprovable(o store.Object) (approvable, error) {
 			resource: s.Migration, kinds: migrationKinds, verify: func() error { return engine.VerifyMigrationPlan(plan) },
 			approvalSpec: func(approver string, at time.Time, reason string) any {
 				return api.PtahMigrationApprovalSpec{Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Migration: s.Migration.Name,
-					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: at, Reason: reason}
+					PlanFingerprint: s.Fingerprint, Bindings: s.Bindings, Approver: approver, ApprovedAt: api.NewTime(at), Reason: reason}
 			}}, nil
 	}
 	return approvable{}, ErrUnknownPlan

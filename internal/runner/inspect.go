@@ -303,8 +303,8 @@ func (r *Runner) History(ctx context.Context, res Resource) (History, error) {
 		h.Approvals = append(h.Approvals, a)
 	}
 	slices.SortFunc(h.Plans, func(a, b HistoryPlan) int { return a.PublishedAt.Compare(b.PublishedAt) })
-	slices.SortFunc(h.Approvals, func(a, b engine.Approval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt) })
-	slices.SortFunc(h.MigrationApprovals, func(a, b engine.MigrationApproval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt) })
+	slices.SortFunc(h.Approvals, func(a, b engine.Approval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt.Time) })
+	slices.SortFunc(h.MigrationApprovals, func(a, b engine.MigrationApproval) int { return a.Spec.ApprovedAt.Compare(b.Spec.ApprovedAt.Time) })
 	h.Runs, err = postgres.ListRuns(ctx, r.Target, res.storeResource())
 	return h, err
 }

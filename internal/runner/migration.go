@@ -668,5 +668,5 @@ func writerSession(run *postgres.Run) *api.WriterSession {
 	if run == nil || run.Writer.PID == 0 {
 		return nil
 	}
-	return &api.WriterSession{PID: run.Writer.PID, BackendStart: run.Writer.BackendStart}
+	return &api.WriterSession{PID: run.Writer.PID, BackendStart: api.NewTime(run.Writer.BackendStart)}
 }

@@ -232,7 +232,7 @@ func (c *crashMig) unresolved(op api.Operation, outcome string) api.UnresolvedRu
 		}
 		u = *st.UnresolvedRun
 		if u.OperationID != op.ID || u.Plan != op.Plan || u.Outcome != outcome || u.ReportedBy != api.ReportedByDispatch ||
-			u.CoordinationDigest != op.CoordinationDigest || !u.Deadline.Equal(op.Deadline) || u.TargetIdentityDigest != c.identity ||
+			u.CoordinationDigest != op.CoordinationDigest || !u.Deadline.Time.Equal(op.Deadline.Time) || u.TargetIdentityDigest != c.identity ||
 			u.Writer == nil || u.Writer.PID == 0 {
 			c.t.Fatalf("unresolved run %+v; want operation %s of plan %s on database %s, outcome %s, reported by Dispatch, "+
 				"naming the writer session", u, op.ID, op.Plan.Name, c.identity, outcome)

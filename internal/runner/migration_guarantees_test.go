@@ -102,7 +102,7 @@ func TestMigrationApplyClaimsTheApprovedPlan(t *testing.T) {
 		// An approval naming the exact plan, its fingerprint and every
 		// binding but the history fingerprint.
 		spec := api.PtahMigrationApprovalSpec{Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Migration: "app",
-			PlanFingerprint: plan.Spec.Fingerprint, Bindings: plan.Spec.Bindings, Approver: "mallory", ApprovedAt: time.Now()}
+			PlanFingerprint: plan.Spec.Fingerprint, Bindings: plan.Spec.Bindings, Approver: "mallory", ApprovedAt: api.NewTime(time.Now())}
 		spec.HistoryFingerprint = "sha256:another-history"
 		f.createDecision(api.KindPtahMigrationApproval, "app-forged", spec)
 		got := f.runMigration(res, Apply)

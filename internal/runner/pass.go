@@ -176,7 +176,7 @@ func (p *pass) act(ctx context.Context, obj store.Object, in engine.PassInput, d
 			// acknowledgment naming a run no longer unresolved, which the
 			// next pass marks stale.
 			p.f.forget()
-			if err := p.spend(ctx, d.resolve.UID, api.DecisionStatus{Consumed: &api.Consumption{OperationID: d.resolveOperation, At: in.Now}}); err != nil {
+			if err := p.spend(ctx, d.resolve.UID, api.DecisionStatus{Consumed: &api.Consumption{OperationID: d.resolveOperation, At: api.NewTime(in.Now)}}); err != nil {
 				return true, err
 			}
 		}
@@ -338,7 +338,7 @@ func (p *pass) prunePlans(ctx context.Context) error {
 // derived again under it, and the plan dispatched on it.
 func (p *pass) lock(ctx context.Context, obj store.Object, op api.Operation) (bool, error) {
 	p.releaseUndispatched(ctx)
-	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.storeResource(), op.Deadline)
+	w, err := postgres.OpenWriter(ctx, p.res.TargetURL, op.CoordinationDigest, op.ID, p.res.storeResource(), op.Deadline.Time)
 	var held *postgres.LeaseHeldError
 	switch {
 	case errors.As(err, &held):
@@ -388,7 +388,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.PassInp
 		return true, err
 	}
 	marked := op
-	marked.DispatchedAt = &in.Now
+	marked.DispatchedAt = &api.Time{Time: in.Now}
 	st, rs := p.f.status()
 	rs.ActiveOperation = &marked
 	var updated store.Object
@@ -413,7 +413,7 @@ func (p *pass) dispatch(ctx context.Context, obj store.Object, in engine.PassInp
 		if err != nil {
 			return fmt.Errorf("reading approval %s: %w", spent.Name, err)
 		}
-		raw, _ = json.Marshal(api.DecisionStatus{Consumed: &api.Consumption{OperationID: op.ID, At: in.Now}})
+		raw, _ = json.Marshal(api.DecisionStatus{Consumed: &api.Consumption{OperationID: op.ID, At: api.NewTime(in.Now)}})
 		a.Status, a.ContractVersion = raw, api.ContractVersion
 		if _, err := s.UpdateStatus(ctx, a); err != nil {
 			return fmt.Errorf("spending approval %s: %w", spent.Name, err)

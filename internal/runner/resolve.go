@@ -183,7 +183,7 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 		return Acknowledged{}, err
 	}
 	spec := api.PtahMigrationRunAcknowledgmentSpec{Migration: api.ObjectReference{Name: obj.Name, UID: obj.UID},
-		OperationID: u.OperationID, By: req.By, At: now, Reason: req.Reason}
+		OperationID: u.OperationID, By: req.By, At: api.NewTime(now), Reason: req.Reason}
 	rows := make([]postgres.HistoryRow, len(marks))
 	for i, v := range marks {
 		spec.MarkedApplied = append(spec.MarkedApplied, api.MarkedVersion{Version: v.Version, Checksum: v.Checksum})

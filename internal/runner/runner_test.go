@@ -367,7 +367,7 @@ func TestAnUndispatchedClaimPastItsDeadlineIsDropped(t *testing.T) {
 		t.Fatalf("the crash must leave an undispatched claim: %+v (%v)", st.ActiveOperation, err)
 	}
 	expired := st.ActiveOperation.ID
-	st.ActiveOperation.Deadline = st.ActiveOperation.ClaimedAt.Add(-time.Minute) // as if its time ran out
+	st.ActiveOperation.Deadline = api.NewTime(st.ActiveOperation.ClaimedAt.Add(-time.Minute)) // as if its time ran out
 	o.Status, _ = json.Marshal(st)
 	if _, err := f.r.Store.UpdateStatus(ctx, o); err != nil {
 		t.Fatal(err)

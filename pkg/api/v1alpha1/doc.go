@@ -1,6 +1,7 @@
 // Package v1alpha1 holds the ptah.run/v1alpha1 resource types. The same
-// documents are read from ptah.yaml by the CLI and, later, served as custom
-// resources by `ptah serve`, so the shape is Kubernetes' from the start.
+// documents are read from ptah.yaml by the CLI and served as custom
+// resources by `ptah serve`: the CRDs under deploy/ are generated from these
+// types (make generate), and so is zz_generated.deepcopy.go.
 //
 // +kubebuilder:object:generate=true
 // +groupName=ptah.run
@@ -31,19 +32,3 @@ const (
 	// they were. Where each kind carries it: Records.
 	ContractVersion = 2
 )
-
-// TypeMeta and ObjectMeta are local stand-ins for apimachinery's types, with
-// the same JSON names, so documents written today keep working once the types
-// switch to k8s.io/apimachinery.
-
-// TypeMeta names a document's schema.
-type TypeMeta struct {
-	APIVersion string `json:"apiVersion,omitempty"`
-	Kind       string `json:"kind,omitempty"`
-}
-
-// ObjectMeta identifies a resource.
-type ObjectMeta struct {
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-}

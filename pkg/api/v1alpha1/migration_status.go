@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "time"
-
 // Reasons of the migration family, beside the shared ones (see Phase).
 // Each of the history verdicts blocks before any plan is published, and
 // the status message lists the versions concerned.
@@ -90,22 +88,22 @@ type UnresolvedRun struct {
 	Writer *WriterSession `json:"writer,omitempty"`
 	// Deadline is the run's absolute execution deadline: past it, the run
 	// can no longer be writing.
-	Deadline time.Time `json:"deadline"`
+	Deadline Time `json:"deadline"`
 	// TargetIdentityDigest is the database the run addressed.
 	TargetIdentityDigest string `json:"targetIdentityDigest"`
 	// CoordinationDigest names the lease the run held, to ask whether its
 	// writer may still write.
 	CoordinationDigest string `json:"coordinationDigest"`
 	// ReportedBy is ReportedByRun or ReportedByDispatch.
-	ReportedBy string    `json:"reportedBy"`
-	RecordedAt time.Time `json:"recordedAt"`
+	ReportedBy string `json:"reportedBy"`
+	RecordedAt Time   `json:"recordedAt"`
 }
 
 // WriterSession identifies one database session: a backend pid is reused,
 // its pid and start time together are not.
 type WriterSession struct {
-	PID          int32     `json:"pid"`
-	BackendStart time.Time `json:"backendStart"`
+	PID          int32 `json:"pid"`
+	BackendStart Time  `json:"backendStart"`
 }
 
 // ResolvedRun records who settled an unresolved run, and with which
@@ -114,5 +112,5 @@ type ResolvedRun struct {
 	OperationID    string          `json:"operationID"`
 	Acknowledgment ObjectReference `json:"acknowledgment"`
 	By             string          `json:"by"`
-	At             time.Time       `json:"at"`
+	At             Time            `json:"at"`
 }

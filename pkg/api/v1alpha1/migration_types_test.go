@@ -19,12 +19,12 @@ func TestMigrationObjectsEncodeWithTheirAPINames(t *testing.T) {
 		{"status", PtahMigrationStatus{
 			RunState: RunState{Phase: PhaseBlocked, Reason: ReasonUnresolvedRun, Plan: &plan},
 			History:  &HistorySummary{Applied: 3, LastApplied: "0003", Fingerprint: "sha256:h"},
-			LastRun: &AppliedPlan{OperationID: "op0", Plan: plan, Outcome: OutcomeFailed, FinishedAt: at,
+			LastRun: &AppliedPlan{OperationID: "op0", Plan: plan, Outcome: OutcomeFailed, FinishedAt: NewTime(at),
 				Versions: []string{"0002"}, Failure: &RunFailure{Version: "0003", Statement: 2}},
 			UnresolvedRun: &UnresolvedRun{Outcome: OutcomePartial, OperationID: "op1", Plan: plan,
-				Writer: &WriterSession{PID: 4242, BackendStart: at}, Deadline: at, TargetIdentityDigest: "sha256:t",
-				CoordinationDigest: "sha256:c", ReportedBy: ReportedByRun, RecordedAt: at},
-			ResolvedRun: &ResolvedRun{OperationID: "op0", Acknowledgment: ObjectReference{Name: "ack", UID: "u2"}, By: "alice", At: at},
+				Writer: &WriterSession{PID: 4242, BackendStart: NewTime(at)}, Deadline: NewTime(at), TargetIdentityDigest: "sha256:t",
+				CoordinationDigest: "sha256:c", ReportedBy: ReportedByRun, RecordedAt: NewTime(at)},
+			ResolvedRun: &ResolvedRun{OperationID: "op0", Acknowledgment: ObjectReference{Name: "ack", UID: "u2"}, By: "alice", At: NewTime(at)},
 		}, `{"phase":"Blocked","reason":"UnresolvedRun","plan":{"name":"app-1a2b","uid":"u1","fingerprint":"sha256:p"},` +
 			`"history":{"applied":3,"lastApplied":"0003","fingerprint":"sha256:h"},` +
 			`"lastRun":{"operationID":"op0","plan":{"name":"app-1a2b","uid":"u1","fingerprint":"sha256:p"},"outcome":"Failed",` +
@@ -43,10 +43,10 @@ func TestMigrationObjectsEncodeWithTheirAPINames(t *testing.T) {
 			`"lockTimeout":"5s","artifactDigest":"","coordinationDigest":"","targetIdentityDigest":"","actualStateFingerprint":"",` +
 			`"desiredStateFingerprint":"","policyFingerprint":"","historyFingerprint":"sha256:h",` +
 			`"executionBinding":{"ptahVersion":"v","contractVersion":2,"engine":"postgres"},"fingerprint":"sha256:f"}`},
-		{"consumed approval status", DecisionStatus{Consumed: &Consumption{OperationID: "op1", At: at}},
+		{"consumed approval status", DecisionStatus{Consumed: &Consumption{OperationID: "op1", At: NewTime(at)}},
 			`{"consumed":{"operationID":"op1","at":"2025-01-02T03:04:05Z"}}`},
 		{"acknowledgment spec", PtahMigrationRunAcknowledgmentSpec{
-			Migration: ObjectReference{Name: "app", UID: "m1"}, OperationID: "op1", By: "alice", At: at, Reason: "checked",
+			Migration: ObjectReference{Name: "app", UID: "m1"}, OperationID: "op1", By: "alice", At: NewTime(at), Reason: "checked",
 			MarkedApplied: []MarkedVersion{{Version: "0004", Checksum: "sha256:4"}},
 		}, `{"migration":{"name":"app","uid":"m1"},"operationID":"op1","by":"alice","at":"2025-01-02T03:04:05Z","reason":"checked",` +
 			`"markedApplied":[{"version":"0004","checksum":"sha256:4"}]}`},

@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func validMigration() *PtahMigration {
 	m := &PtahMigration{
-		TypeMeta:   TypeMeta{APIVersion: APIVersion, Kind: KindPtahMigration},
-		ObjectMeta: ObjectMeta{Name: "app"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: APIVersion, Kind: KindPtahMigration},
+		ObjectMeta: metav1.ObjectMeta{Name: "app"},
 		Spec: PtahMigrationSpec{
 			Target: Target{URLFrom: &URLSource{Env: "APP_DATABASE_URL"}},
 			Source: MigrationSource{Path: "./migrations"},
@@ -121,13 +123,13 @@ func TestValidateMigration(t *testing.T) {
 
 func validAcknowledgment() *PtahMigrationRunAcknowledgment {
 	return &PtahMigrationRunAcknowledgment{
-		TypeMeta:   TypeMeta{APIVersion: APIVersion, Kind: KindPtahMigrationRunAcknowledgment},
-		ObjectMeta: ObjectMeta{Name: "app-op1"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: APIVersion, Kind: KindPtahMigrationRunAcknowledgment},
+		ObjectMeta: metav1.ObjectMeta{Name: "app-op1"},
 		Spec: PtahMigrationRunAcknowledgmentSpec{
 			Migration:   ObjectReference{Name: "app", UID: "0b5e"},
 			OperationID: "op1",
 			By:          "alice",
-			At:          time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+			At:          NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
 			Reason:      "journal shows 0003 committed its first two statements; the index exists",
 			MarkedApplied: []MarkedVersion{
 				{Version: "0003", Checksum: "sha256:3"},
@@ -152,7 +154,7 @@ func TestValidateAcknowledgment(t *testing.T) {
 		{"no operation", func(a *PtahMigrationRunAcknowledgment) { a.Spec.OperationID = "" },
 			[]string{"spec.operationID: required: the operation ID of the unresolved run (ptah resolve-run NAME shows it)"}},
 		{"no one", func(a *PtahMigrationRunAcknowledgment) { a.Spec.By = " " }, []string{"spec.by: required"}},
-		{"no time", func(a *PtahMigrationRunAcknowledgment) { a.Spec.At = time.Time{} }, []string{"spec.at: required"}},
+		{"no time", func(a *PtahMigrationRunAcknowledgment) { a.Spec.At = NewTime(time.Time{}) }, []string{"spec.at: required"}},
 		{"no reason", func(a *PtahMigrationRunAcknowledgment) { a.Spec.Reason = "" },
 			[]string{"spec.reason: required: what established the run's outcome"}},
 		{"mark without version", func(a *PtahMigrationRunAcknowledgment) { a.Spec.MarkedApplied[0].Version = "" },

@@ -1,6 +1,8 @@
 package v1alpha1
 
-import "time"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Kinds of the durable objects beside PtahMigration.
 const (
@@ -15,10 +17,25 @@ const (
 // UID.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pmigplan,categories=ptah
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Migration",type=string,JSONPath=`.spec.migration.name`
+// +kubebuilder:printcolumn:name="Baseline",type=boolean,JSONPath=`.spec.baseline`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahMigrationPlan struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahMigrationPlanSpec `json:"spec"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a plan is immutable: ptah publishes a changed plan as a new object"
+	Spec PtahMigrationPlanSpec `json:"spec"`
+}
+
+// PtahMigrationPlanList is a list of PtahMigrationPlan.
+//
+// +kubebuilder:object:root=true
+type PtahMigrationPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahMigrationPlan `json:"items"`
 }
 
 // PtahMigrationPlanSpec is the content of a migration plan.
@@ -59,11 +76,29 @@ type MigrationVersion struct {
 // dispatch boundary, or stale.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pmigapproval,categories=ptah
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.spec.plan.name`
+// +kubebuilder:printcolumn:name="Approver",type=string,JSONPath=`.spec.approver`
+// +kubebuilder:printcolumn:name="Consumed",type=string,JSONPath=`.status.consumed.operationID`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahMigrationApproval struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahMigrationApprovalSpec `json:"spec"`
-	Status     DecisionStatus            `json:"status,omitempty"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a recorded decision is immutable: record a new one"
+	Spec PtahMigrationApprovalSpec `json:"spec"`
+	// +optional
+	Status DecisionStatus `json:"status,omitempty"`
+}
+
+// PtahMigrationApprovalList is a list of PtahMigrationApproval.
+//
+// +kubebuilder:object:root=true
+type PtahMigrationApprovalList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahMigrationApproval `json:"items"`
 }
 
 // PtahMigrationApprovalSpec binds a decision to one plan instance, and
@@ -74,9 +109,9 @@ type PtahMigrationApprovalSpec struct {
 	Migration       string          `json:"migration"`
 	PlanFingerprint string          `json:"planFingerprint"`
 	Bindings        `json:",inline"`
-	Approver        string    `json:"approver"`
-	ApprovedAt      time.Time `json:"approvedAt"`
-	Reason          string    `json:"reason,omitempty"`
+	Approver        string `json:"approver"`
+	ApprovedAt      Time   `json:"approvedAt"`
+	Reason          string `json:"reason,omitempty"`
 }
 
 // PtahMigrationRunAcknowledgment records a person's settling of one
@@ -85,11 +120,29 @@ type PtahMigrationApprovalSpec struct {
 // names an operation that is not (or no longer) the unresolved one.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pmigack,categories=ptah
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Migration",type=string,JSONPath=`.spec.migration.name`
+// +kubebuilder:printcolumn:name="Operation",type=string,JSONPath=`.spec.operationID`
+// +kubebuilder:printcolumn:name="By",type=string,JSONPath=`.spec.by`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahMigrationRunAcknowledgment struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahMigrationRunAcknowledgmentSpec `json:"spec"`
-	Status     DecisionStatus                     `json:"status,omitempty"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a recorded decision is immutable: record a new one"
+	Spec PtahMigrationRunAcknowledgmentSpec `json:"spec"`
+	// +optional
+	Status DecisionStatus `json:"status,omitempty"`
+}
+
+// PtahMigrationRunAcknowledgmentList is a list of PtahMigrationRunAcknowledgment.
+//
+// +kubebuilder:object:root=true
+type PtahMigrationRunAcknowledgmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahMigrationRunAcknowledgment `json:"items"`
 }
 
 // PtahMigrationRunAcknowledgmentSpec names the exact run it settles: a
@@ -99,7 +152,7 @@ type PtahMigrationRunAcknowledgmentSpec struct {
 	Migration   ObjectReference `json:"migration"`
 	OperationID string          `json:"operationID"`
 	By          string          `json:"by"`
-	At          time.Time       `json:"at"`
+	At          Time            `json:"at"`
 	Reason      string          `json:"reason"`
 	// MarkedApplied are versions of the run's plan that history lacks and
 	// the person asserts the run applied; each is recorded in history as

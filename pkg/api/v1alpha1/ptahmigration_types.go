@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // KindPtahMigration is the kind of a versioned-migration resource.
 const KindPtahMigration = "PtahMigration"
 
@@ -8,12 +10,30 @@ const KindPtahMigration = "PtahMigration"
 // guess when a run's outcome is unknown.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=pmig
+// +kubebuilder:resource:shortName=pmig,categories=ptah
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahMigration struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec PtahMigrationSpec `json:"spec"`
+	// Status is written by ptah alone (see PtahSchema.Status).
+	// +optional
+	Status PtahMigrationStatus `json:"status,omitempty"`
+}
+
+// PtahMigrationList is a list of PtahMigration.
+//
+// +kubebuilder:object:root=true
+type PtahMigrationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahMigration `json:"items"`
 }
 
 // PtahMigrationSpec is the desired state of a PtahMigration. It has no list

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // KindPtahSchema is the kind of a declared-schema resource.
 const KindPtahSchema = "PtahSchema"
 
@@ -7,12 +9,32 @@ const KindPtahSchema = "PtahSchema"
 // directory of SQL files.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=pschema
+// +kubebuilder:resource:shortName=pschema,categories=ptah
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahSchema struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec PtahSchemaSpec `json:"spec"`
+	// Status is written by ptah alone: in a cluster by the manager, through
+	// the status subresource; in local mode it is kept in the target's ptah
+	// schema, and a status in ptah.yaml is refused.
+	// +optional
+	Status PtahSchemaStatus `json:"status,omitempty"`
+}
+
+// PtahSchemaList is a list of PtahSchema.
+//
+// +kubebuilder:object:root=true
+type PtahSchemaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahSchema `json:"items"`
 }
 
 // PtahSchemaSpec is the desired state of a PtahSchema.

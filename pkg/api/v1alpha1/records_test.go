@@ -37,8 +37,8 @@ func TestKindsAreListedEverywhere(t *testing.T) {
 			t.Errorf("%s has no DeepCopy under test", kind)
 		}
 		if kt.status != nil {
-			if _, ok := kt.object.FieldByName("Status"); ok {
-				t.Errorf("%s has a Status field and a separate status type", kind)
+			if f, ok := kt.object.FieldByName("Status"); !ok || f.Type != kt.status {
+				t.Errorf("%s has no Status field of type %s", kind, kt.status.Name())
 			}
 			if _, ok := deepCopiers[kt.status.Name()]; !ok {
 				t.Errorf("%s has no DeepCopy under test", kt.status.Name())

@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "time"
-
 // Phase is where a resource stands, for either family. The set is small on
 // purpose: scripts branch on it.
 type Phase string
@@ -81,12 +79,12 @@ type PtahSchemaStatus struct {
 
 // Condition follows the Kubernetes condition convention.
 type Condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"`
-	Reason             string    `json:"reason,omitempty"`
-	Message            string    `json:"message,omitempty"`
-	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
-	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason,omitempty"`
+	Message            string `json:"message,omitempty"`
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
+	LastTransitionTime Time   `json:"lastTransitionTime"`
 }
 
 // PlanReference names a plan instance and its fingerprint.
@@ -107,19 +105,19 @@ type Operation struct {
 	CoordinationDigest string `json:"coordinationDigest"`
 	// StatementsDigest fingerprints the claimed plan's statements alone,
 	// so that a plan derived again after it ran can be recognised.
-	StatementsDigest string    `json:"statementsDigest,omitempty"`
-	ClaimedAt        time.Time `json:"claimedAt"`
+	StatementsDigest string `json:"statementsDigest,omitempty"`
+	ClaimedAt        Time   `json:"claimedAt"`
 	// Deadline is absolute: past it, the run can no longer be writing.
-	Deadline time.Time `json:"deadline"`
+	Deadline Time `json:"deadline"`
 	// DispatchedAt is set, durably, before the first statement may run.
-	DispatchedAt *time.Time `json:"dispatchedAt,omitempty"`
+	DispatchedAt *Time `json:"dispatchedAt,omitempty"`
 }
 
 // PendingObservation records a dispatched run whose outcome is unknown.
 type PendingObservation struct {
 	OperationID string        `json:"operationID"`
 	Plan        PlanReference `json:"plan"`
-	Since       time.Time     `json:"since"`
+	Since       Time          `json:"since"`
 	// CoordinationDigest names the lease the run held, to ask whether its
 	// writer may still write.
 	CoordinationDigest string `json:"coordinationDigest,omitempty"`
@@ -131,9 +129,9 @@ type AppliedPlan struct {
 	OperationID string        `json:"operationID"`
 	Plan        PlanReference `json:"plan"`
 	// Outcome is Succeeded or Failed; for a PtahSchema also Observed.
-	Outcome    string    `json:"outcome"`
-	FinishedAt time.Time `json:"finishedAt"`
-	Message    string    `json:"message,omitempty"`
+	Outcome    string `json:"outcome"`
+	FinishedAt Time   `json:"finishedAt"`
+	Message    string `json:"message,omitempty"`
 	// StatementsDigest is the operation's (see Operation). PtahSchema only.
 	StatementsDigest string `json:"statementsDigest,omitempty"`
 	// Versions are the migration versions this run committed, in order;

@@ -1,6 +1,8 @@
 package v1alpha1
 
-import "time"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Kinds of the durable objects beside PtahSchema.
 const (
@@ -96,10 +98,25 @@ type LockCapacity struct {
 // changes; a different plan is a different object with a new UID.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pschemaplan,categories=ptah
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.spec.schema.name`
+// +kubebuilder:printcolumn:name="Destructive",type=boolean,JSONPath=`.spec.destructive`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahSchemaPlan struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahSchemaPlanSpec `json:"spec"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a plan is immutable: ptah publishes a changed plan as a new object"
+	Spec PtahSchemaPlanSpec `json:"spec"`
+}
+
+// PtahSchemaPlanList is a list of PtahSchemaPlan.
+//
+// +kubebuilder:object:root=true
+type PtahSchemaPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahSchemaPlan `json:"items"`
 }
 
 // PtahSchemaPlanSpec is the content of a plan.
@@ -127,11 +144,29 @@ type PtahSchemaPlanSpec struct {
 // immutable but for its status, which marks it stale.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pschemaapproval,categories=ptah
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="ptah.run/contract-version=2"
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.spec.plan.name`
+// +kubebuilder:printcolumn:name="Approver",type=string,JSONPath=`.spec.approver`
+// +kubebuilder:printcolumn:name="Stale",type=boolean,JSONPath=`.status.stale`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PtahSchemaApproval struct {
-	TypeMeta   `json:",inline"`
-	ObjectMeta `json:"metadata,omitempty"`
-	Spec       PtahSchemaApprovalSpec `json:"spec"`
-	Status     DecisionStatus         `json:"status,omitempty"`
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a recorded decision is immutable: record a new one"
+	Spec PtahSchemaApprovalSpec `json:"spec"`
+	// +optional
+	Status DecisionStatus `json:"status,omitempty"`
+}
+
+// PtahSchemaApprovalList is a list of PtahSchemaApproval.
+//
+// +kubebuilder:object:root=true
+type PtahSchemaApprovalList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PtahSchemaApproval `json:"items"`
 }
 
 // PtahSchemaApprovalSpec binds a decision to one plan instance.
@@ -140,9 +175,9 @@ type PtahSchemaApprovalSpec struct {
 	Schema          string          `json:"schema"`
 	PlanFingerprint string          `json:"planFingerprint"`
 	Bindings        `json:",inline"`
-	Approver        string    `json:"approver"`
-	ApprovedAt      time.Time `json:"approvedAt"`
-	Reason          string    `json:"reason,omitempty"`
+	Approver        string `json:"approver"`
+	ApprovedAt      Time   `json:"approvedAt"`
+	Reason          string `json:"reason,omitempty"`
 }
 
 // DecisionStatus says whether a person's recorded decision (an approval,
@@ -167,8 +202,8 @@ func (s DecisionStatus) Spent() bool { return s.Stale || s.Consumed != nil }
 
 // Consumption records the operation a decision took effect for.
 type Consumption struct {
-	OperationID string    `json:"operationID"`
-	At          time.Time `json:"at"`
+	OperationID string `json:"operationID"`
+	At          Time   `json:"at"`
 }
 
 // PtahSchemaApprovalStatus is the status of a PtahSchemaApproval.

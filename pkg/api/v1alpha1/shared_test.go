@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,7 +27,7 @@ func TestSharedTypesEncodeSchemaObjectsAsBefore(t *testing.T) {
 			`{"stale":true,"staleReason":"gone"}`},
 		{"live approval status", PtahSchemaApprovalStatus{}, `{}`},
 		{"applied", AppliedPlan{OperationID: "op", Plan: PlanReference{ObjectReference{"p", "u"}, "f"},
-			Outcome: OutcomeSucceeded, FinishedAt: at, StatementsDigest: "s"},
+			Outcome: OutcomeSucceeded, FinishedAt: NewTime(at), StatementsDigest: "s"},
 			`{"operationID":"op","plan":{"name":"p","uid":"u","fingerprint":"f"},"outcome":"Succeeded",` +
 				`"finishedAt":"2025-01-02T03:04:05Z","statementsDigest":"s"}`},
 	}
@@ -72,5 +73,29 @@ func TestDecisionStatusSpent(t *testing.T) {
 		if got := tt.s.Spent(); got != tt.want {
 			t.Errorf("%+v.Spent() = %v, want %v", tt.s, got, tt.want)
 		}
+	}
+}
+
+// Times read back as written, whatever their precision, and read the
+// forms ptah wrote before they became Time: seconds only, and nanoseconds.
+func TestTimeReadsEveryRFC3339Form(t *testing.T) {
+	for _, in := range []string{`"2026-01-01T00:00:00Z"`, `"2026-01-01T00:00:00.123456789Z"`, `"2026-01-01T02:00:00.5+02:00"`} {
+		var got Time
+		if err := json.Unmarshal([]byte(in), &got); err != nil {
+			t.Errorf("reading %s: %v", in, err)
+			continue
+		}
+		want, _ := time.Parse(time.RFC3339Nano, strings.Trim(in, `"`))
+		if !got.Equal(want) {
+			t.Errorf("reading %s gave %v", in, got)
+		}
+		out, _ := json.Marshal(got)
+		if string(out) != in {
+			t.Errorf("%s written back as %s", in, out)
+		}
+	}
+	var zero Time
+	if err := json.Unmarshal([]byte("null"), &zero); err != nil || !zero.IsZero() {
+		t.Errorf("null: %v, %v", zero, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // FieldError is one invalid field, named by its path in the document
@@ -158,7 +160,7 @@ func (a *PtahMigrationRunAcknowledgment) Validate() error {
 
 // object checks what every kind's documents share: apiVersion, kind and
 // metadata.
-func (e *fieldErrors) object(tm TypeMeta, om ObjectMeta, kind string) {
+func (e *fieldErrors) object(tm metav1.TypeMeta, om metav1.ObjectMeta, kind string) {
 	if tm.APIVersion != APIVersion {
 		e.add("apiVersion", "%q is not %s", tm.APIVersion, APIVersion)
 	}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -10,8 +12,8 @@ import (
 
 func valid() *PtahSchema {
 	s := &PtahSchema{
-		TypeMeta:   TypeMeta{APIVersion: APIVersion, Kind: KindPtahSchema},
-		ObjectMeta: ObjectMeta{Name: "app"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: APIVersion, Kind: KindPtahSchema},
+		ObjectMeta: metav1.ObjectMeta{Name: "app"},
 		Spec: PtahSchemaSpec{
 			Target: Target{URLFrom: &URLSource{Env: "APP_DATABASE_URL"}},
 			Source: Source{Path: "./schema"},

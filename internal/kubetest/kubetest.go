@@ -1,0 +1,178 @@
+// Package kubetest starts a real Kubernetes control plane for tests: a
+// kube-apiserver and an etcd built from their Go modules (make envtest,
+// hack/), run by controller-runtime's envtest, with ptah's CRDs installed.
+// There is no kubelet and no controller-manager: what those would do, a
+// test does itself. There are no mocks of the API.
+//
+// One control plane serves a whole test binary (Main); tests isolate
+// themselves by namespace (Namespace).
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	env *envtest.Environment
+	// Config reaches the API server as a cluster administrator.
+	Config *rest.Config
+	// Scheme knows Kubernetes' built-in types and ptah's.
+	Scheme *k8sruntime.Scheme
+	// Client is a client as the administrator.
+	Client client.Client
+}
+
+var (
+	shared  *Env
+	nsCount atomic.Int64
+)
+
+// Main starts the control plane, runs the package's tests and stops it.
+// Call it from TestMain. Without the binaries (make envtest) it fails with
+// what to run, rather than skipping: a suite that silently skips proves
+// nothing.
+func Main(m *testing.M) {
+	env, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubetest:", err)
+		os.Exit(1)
+	}
+	shared = env
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kubetest: stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// Shared returns the control plane Main started.
+func Shared(t testing.TB) *Env {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("kubetest: no control plane: call kubetest.Main from the package's TestMain")
+	}
+	return shared
+}
+
+// Start starts a control plane with ptah's CRDs installed.
+func Start() (*Env, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(repoRoot(), "bin", "envtest")
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
+			return nil, fmt.Errorf("%s is not built (%v): run make envtest, or set KUBEBUILDER_ASSETS to a folder holding kube-apiserver and etcd", bin, err)
+		}
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := api.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        []string{filepath.Join(repoRoot(), "deploy", "crds")},
+		ErrorIfCRDPathMissing:    true,
+		Scheme:                   scheme,
+		ControlPlaneStartTimeout: 2 * time.Minute, // a loaded two-core machine
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	apiServer := env.ControlPlane.GetAPIServer()
+	// With no controller-manager the API server would try to publish its
+	// own endpoint for the kubernetes Service, and on a loopback address it
+	// refuses to start doing so.
+	apiServer.Configure().Set("endpoint-reconciler-type", "none")
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &Env{env: env, Config: cfg, Scheme: scheme, Client: c}, nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// User returns a client configuration authenticated as name, in groups.
+// The API server's RBAC authorizes it; a test grants what it needs.
+func (e *Env) User(t testing.TB, name string, groups ...string) *rest.Config {
+	t.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, rest.CopyConfig(e.Config))
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	return u.Config()
+}
+
+// Namespace creates a namespace for one test, with the default
+// ServiceAccount that a controller-manager would have created (Pods are
+// refused without it). There is no namespace controller to delete it
+// again, so it is left behind: names never repeat within a run.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%s", nsCount.Add(1), sanitize(t.Name()))
+	ctx := context.Background()
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
+	if err := e.Client.Create(ctx, sa); err != nil {
+		t.Fatalf("creating the default ServiceAccount of %s: %v", name, err)
+	}
+	return name
+}
+
+// sanitize makes a test name fit a namespace name (a DNS label of at most
+// 63 characters, with the prefix).
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 50 {
+		out = strings.TrimRight(out[:50], "-")
+	}
+	return out
+}
+
+// repoRoot is the module's root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
