@@ -47,12 +47,23 @@ var (
 	nsCount atomic.Int64
 )
 
+// Option changes the control plane Start starts.
+type Option func(*envtest.Environment)
+
+// WithCRDs installs these CRDs instead of ptah's own (deploy/crds).
+func WithCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) Option {
+	return func(e *envtest.Environment) {
+		e.CRDDirectoryPaths = nil
+		e.CRDs = crds
+	}
+}
+
 // Main starts the control plane, runs the package's tests and stops it.
 // Call it from TestMain. Without the binaries (make envtest) it fails with
 // what to run, rather than skipping: a suite that silently skips proves
 // nothing.
-func Main(m *testing.M) {
-	env, err := Start()
+func Main(m *testing.M, opts ...Option) {
+	env, err := Start(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubetest:", err)
 		os.Exit(1)
@@ -75,7 +86,7 @@ func Shared(t testing.TB) *Env {
 }
 
 // Start starts a control plane with ptah's CRDs installed.
-func Start() (*Env, error) {
+func Start(opts ...Option) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		assets = filepath.Join(repoRoot(), "bin", "envtest")
@@ -102,6 +113,9 @@ func Start() (*Env, error) {
 		Scheme:                   scheme,
 		ControlPlaneStartTimeout: 2 * time.Minute, // a loaded two-core machine
 		ControlPlaneStopTimeout:  time.Minute,
+	}
+	for _, opt := range opts {
+		opt(env)
 	}
 	apiServer := env.ControlPlane.GetAPIServer()
 	// With no controller-manager the API server would try to publish its

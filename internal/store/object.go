@@ -10,6 +10,18 @@ import (
 // The helpers below are for implementations, so that every backend accepts
 // and refuses exactly the same objects.
 
+// CheckCreate returns why obj cannot be created (wrapping ErrInvalid), or
+// nil: Check, and no Status (UpdateStatus writes it).
+func CheckCreate(obj Object) error {
+	if err := Check(obj); err != nil {
+		return err
+	}
+	if NormalizeJSON(obj.Status) != nil {
+		return fmt.Errorf("%w: a status is written by UpdateStatus, not Create", ErrInvalid)
+	}
+	return nil
+}
+
 // Check returns why obj cannot be stored (wrapping ErrInvalid), or nil.
 func Check(obj Object) error {
 	switch {

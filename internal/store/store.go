@@ -1,7 +1,7 @@
 // Package store is ptah's durable state: resources, plans, approvals and
 // their status, kept as objects with Kubernetes-like semantics so that the
 // same engine runs against the target database's ptah schema (local mode,
-// package pgstore) and, later, against custom resources.
+// package pgstore) and against custom resources (package kubestore).
 //
 // The package imports no database. Implementations live in subpackages and
 // prove themselves with the contract suite in package storetest.
@@ -52,7 +52,9 @@ type Object struct {
 	Spec   json.RawMessage
 	Status json.RawMessage
 
-	// CreatedAt and UpdatedAt are set by the store, in UTC.
+	// CreatedAt and UpdatedAt are set by the store, in UTC, as precisely as
+	// the backend records them (Kubernetes: to the second). UpdatedAt is
+	// never before CreatedAt.
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -73,8 +75,13 @@ type ListOptions struct {
 // Identity and versions:
 //   - Create assigns UID, ResourceVersion, Generation (1), CreatedAt and
 //     UpdatedAt; whatever the caller put there is ignored.
-//   - Every successful write assigns a ResourceVersion greater than any the
-//     store assigned before, to this object or any other.
+//   - Every successful write that changes the object assigns a
+//     ResourceVersion greater than any the store assigned before, to this
+//     object or any other. A write that changes nothing may keep the
+//     object's ResourceVersion (Kubernetes does); it never lowers it.
+//   - Status is written by UpdateStatus alone, as in Kubernetes, where the
+//     status subresource is the manager's: Create refuses an object with a
+//     Status (ErrInvalid) and Update leaves the stored Status as it is.
 //   - Spec and Status are JSON. They are returned semantically equal to what
 //     was written, not necessarily byte-equal (key order and whitespace may
 //     change). An empty value or JSON null is stored as absent and returned
@@ -103,7 +110,8 @@ type ListOptions struct {
 //     sets Immutable false on it. Labels and Status stay writable.
 //   - ErrInvalid: an object without Kind or Name, without a positive
 //     ContractVersion, with an empty label key, or whose Spec or Status is
-//     not valid JSON.
+//     not valid JSON; a Create with a Status; where the backend requires a
+//     namespace (Kubernetes), an object without one.
 //   - Anything else is the backend failing (connection lost, ...). Such a
 //     write may or may not have happened; re-read to find out.
 //
@@ -120,9 +128,9 @@ type Store interface {
 	List(ctx context.Context, opts ListOptions) ([]Object, error)
 	// Create stores a new object and returns it as stored.
 	Create(ctx context.Context, obj Object) (Object, error)
-	// Update replaces Spec, Labels, Status and ContractVersion (and may turn
-	// Immutable on) and returns the object as stored. Generation increases
-	// iff Spec changed semantically.
+	// Update replaces Spec, Labels and ContractVersion (and may turn
+	// Immutable on) and returns the object as stored; Status stays as
+	// stored. Generation increases iff Spec changed semantically.
 	Update(ctx context.Context, obj Object) (Object, error)
 	// UpdateStatus replaces only Status and ContractVersion; Spec, Labels
 	// and Immutable in obj are ignored. Generation does not change.

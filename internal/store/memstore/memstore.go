@@ -114,7 +114,7 @@ func selected(k key, obj store.Object, opts store.ListOptions) bool {
 // Create implements store.Store.
 func (s *Store) Create(_ context.Context, obj store.Object) (store.Object, error) {
 	k := key{obj.Kind, obj.Namespace, obj.Name}
-	if err := store.Check(obj); err != nil {
+	if err := store.CheckCreate(obj); err != nil {
 		return store.Object{}, fmt.Errorf("creating %s: %w", ref(k), err)
 	}
 	s.mu.Lock()
@@ -147,7 +147,7 @@ func (s *Store) Update(_ context.Context, obj store.Object) (store.Object, error
 		return store.Object{}, fmt.Errorf("updating %s: %w", ref(k), store.ErrImmutable)
 	}
 	next := clone(obj)
-	next.UID, next.CreatedAt, next.Generation = cur.UID, cur.CreatedAt, cur.Generation
+	next.UID, next.CreatedAt, next.Generation, next.Status = cur.UID, cur.CreatedAt, cur.Generation, cloneJSON(cur.Status)
 	if specChanged {
 		next.Generation++
 	}

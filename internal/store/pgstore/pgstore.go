@@ -145,7 +145,7 @@ func describe(opts store.ListOptions) string {
 // Create implements store.Store.
 func (s *Store) Create(ctx context.Context, obj store.Object) (store.Object, error) {
 	ref := store.Ref(obj.Kind, obj.Namespace, obj.Name)
-	if err := store.Check(obj); err != nil {
+	if err := store.CheckCreate(obj); err != nil {
 		return store.Object{}, fmt.Errorf("creating %s: %w", ref, err)
 	}
 	created, err := s.queryOne(ctx, `INSERT INTO ptah.objects (`+storedColumns+`)
@@ -171,16 +171,16 @@ func (s *Store) Update(ctx context.Context, obj store.Object) (store.Object, err
 		return store.Object{}, fmt.Errorf("updating %s: %w", ref, err)
 	}
 	updated, err := s.queryOne(ctx, `UPDATE ptah.objects SET
-			labels = $6::jsonb, spec = $7::jsonb, status = $8::jsonb,
-			contract_version = $9, immutable = $10,
+			labels = $6::jsonb, spec = $7::jsonb,
+			contract_version = $8, immutable = $9,
 			generation = generation + CASE WHEN spec IS NOT DISTINCT FROM $7::jsonb THEN 0 ELSE 1 END,
 			resource_version = nextval('ptah.resource_version'), updated_at = now()
 		WHERE kind = $1 AND namespace = $2 AND name = $3
-			AND resource_version = $4 AND ($5 = '' OR uid = $5) AND contract_version <= $9
-			AND (NOT immutable OR ($10 AND spec IS NOT DISTINCT FROM $7::jsonb))
+			AND resource_version = $4 AND ($5 = '' OR uid = $5) AND contract_version <= $8
+			AND (NOT immutable OR ($9 AND spec IS NOT DISTINCT FROM $7::jsonb))
 		RETURNING `+columns,
 		obj.Kind, obj.Namespace, obj.Name, obj.ResourceVersion, obj.UID,
-		labelsArg(obj.Labels), jsonArg(obj.Spec), jsonArg(obj.Status), obj.ContractVersion, obj.Immutable)
+		labelsArg(obj.Labels), jsonArg(obj.Spec), obj.ContractVersion, obj.Immutable)
 	if errors.Is(err, store.ErrNotFound) {
 		err = s.whyNotUpdated(ctx, obj, true)
 	}

@@ -77,7 +77,17 @@ type Record struct {
 // seed's map of durable state, per kind. TestRecordsHoldToTheTypes holds it
 // to the types both ways: each record is a field of the type its role
 // needs, and each field of such a type is a record.
+//
+// Every status also holds the store's own contract version record
+// ("status" itself, RunState.StoreContractVersion and
+// DecisionStatus.StoreContractVersion), which only the cluster's store
+// writes.
 var Records = []Record{
+	{KindPtahSchema, "status", RoleContractVersion},
+	{KindPtahSchemaApproval, "status", RoleContractVersion},
+	{KindPtahMigration, "status", RoleContractVersion},
+	{KindPtahMigrationApproval, "status", RoleContractVersion},
+	{KindPtahMigrationRunAcknowledgment, "status", RoleContractVersion},
 	{KindPtahSchema, "status.executionBinding", RoleContractVersion},
 	{KindPtahSchema, "status.activeOperation", RoleClaim},
 	{KindPtahSchema, "status.pendingObservation", RoleUncertainRun},

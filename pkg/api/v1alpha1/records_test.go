@@ -217,10 +217,7 @@ func (d discovered) matches(r Record) bool {
 func discoverRecords(kind string) []discovered {
 	kt := kindTypes[kind]
 	var out []discovered
-	walkRecords(kt.object, "", &out)
-	if kt.status != nil {
-		walkRecords(kt.status, "status", &out)
-	}
+	walkRecords(kt.object, "", &out) // the object holds its status
 	return out
 }
 

@@ -59,6 +59,11 @@ type RunState struct {
 	Plan *PlanReference `json:"plan,omitempty"`
 	// ActiveOperation is the claim: recorded before any dispatch.
 	ActiveOperation *Operation `json:"activeOperation,omitempty"`
+	// StoreContractVersion is the contract version of the ptah that last
+	// wrote this status, kept here by the store in a cluster, where a status
+	// write cannot touch the object's metadata. The store reads it into the
+	// object's contract version and leaves it out of the status it returns.
+	StoreContractVersion int `json:"contractVersion,omitempty"`
 	// OwedRelease is a lease release owed by a claim that ended, recorded
 	// only once its run can no longer write (a schema's in the same write
 	// that cleared the claim); a later pass completes it before anything

@@ -195,6 +195,11 @@ type DecisionStatus struct {
 	// run. A schema approval is never consumed: it goes stale once its plan
 	// stops being current.
 	Consumed *Consumption `json:"consumed,omitempty"`
+	// StoreContractVersion is the contract version of the ptah that last
+	// wrote this status, kept here by the store in a cluster, where a status
+	// write cannot touch the object's metadata. The store reads it into the
+	// object's contract version and leaves it out of the status it returns.
+	StoreContractVersion int `json:"contractVersion,omitempty"`
 }
 
 // Spent reports whether the decision can no longer take effect.
