@@ -6,16 +6,12 @@ package admission_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ptah-run/ptah/internal/kubetest"
@@ -27,43 +23,11 @@ func TestMain(m *testing.M) { kubetest.Main(m) }
 // managerUser is the manager's ServiceAccount as the API server names it.
 const managerUser = "system:serviceaccount:ptah-system:ptah-manager"
 
-// install applies the YAML files (policies, roles) for real.
-func install(t *testing.T, c client.Client, files ...string) {
-	t.Helper()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(b)), 4096)
-		for {
-			var o unstructured.Unstructured
-			if err := dec.Decode(&o.Object); err != nil {
-				break
-			}
-			if len(o.Object) == 0 {
-				continue
-			}
-			if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(&o), client.FieldOwner("kubetest"), client.ForceOwnership); err != nil {
-				t.Fatalf("applying %s %s from %s: %v", o.GetKind(), o.GetName(), f, err)
-			}
-		}
-	}
-}
-
-// userClient returns a client authenticated as name, allowed by RBAC to do
-// what the roles in ../rbac/people.yaml (and, for the manager, its own role)
-// grant in ns.
+// userClient returns a client authenticated as name, granted the
+// ClusterRoles in ns.
 func userClient(t *testing.T, e *kubetest.Env, ns, name string, roles ...string) client.Client {
 	t.Helper()
-	for _, role := range roles {
-		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role + "-" + strings.ReplaceAll(name, ":", "-"), Namespace: ns},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: name}}}
-		if err := e.Client.Create(context.Background(), rb); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.Bind(t, ns, name, roles...)
 	c, err := client.New(e.User(t, name), client.Options{Scheme: e.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +61,7 @@ func eventually(t *testing.T, what string, fn func() (bool, error)) {
 func TestApprovalNamingAnotherUserIsRefused(t *testing.T) {
 	e := kubetest.Shared(t)
 	ctx := context.Background()
-	install(t, e.Client, "approver-identity.yaml", "../rbac/people.yaml")
+	e.Apply(t, "approver-identity.yaml", "../rbac/people.yaml")
 	ns := e.Namespace(t)
 	alice := userClient(t, e, ns, "alice", "ptah-approver", "ptah-viewer")
 
@@ -130,7 +94,7 @@ func TestApprovalNamingAnotherUserIsRefused(t *testing.T) {
 func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	e := kubetest.Shared(t)
 	ctx := context.Background()
-	install(t, e.Client, "status-writer.yaml", "../namespace.yaml", "../rbac/manager.yaml")
+	e.Apply(t, "status-writer.yaml", "../namespace.yaml", "../rbac/manager.yaml")
 	ns := e.Namespace(t)
 	manager := userClient(t, e, ns, managerUser) // its ClusterRoleBinding comes from manager.yaml
 	a := approval(ns, "a1", "admin")             // envtest's administrator is "admin"

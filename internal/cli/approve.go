@@ -38,6 +38,12 @@ Pass the fingerprint ptah plan showed: it is what makes the approval mean
 The approver is --as, else the OS user. It is recorded for audit; local
 mode does not authenticate it.
 
+With --cluster, the plan is a PtahSchemaPlan or PtahMigrationPlan in the
+namespace (-n, else the kubeconfig context's) that ptah serve published,
+and the approval is created there as a custom resource. The approver is
+the user the API server authenticates (--as is refused), and an admission
+policy refuses an approval that names anyone else.
+
 `
 
 type approveOptions struct {
@@ -67,6 +73,19 @@ func (a *app) newApproveCmd() *cobra.Command {
 			s := a.settings
 			o := approveOptions{File: s.String("file"), PlanUID: args[0], Fingerprint: s.String("fingerprint"),
 				As: s.String("as"), Reason: s.String("reason"), Output: s.String("output")}
+			inCluster, err := a.clusterMode()
+			if err != nil {
+				return err
+			}
+			if inCluster {
+				if o.As != "" {
+					return usageErrorf("%s: with --cluster the approver is the user the API server authenticates; leave --as out", s.origin("as"))
+				}
+				if err := validateCommon(s, "-", o.Output, statusOutputs, nil, ""); err != nil {
+					return err
+				}
+				return a.runApproveCluster(cmd.Context(), o)
+			}
 			if err := validateCommon(s, o.File, o.Output, statusOutputs, nil, ""); err != nil {
 				return err
 			}
@@ -133,16 +152,7 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 		if err != nil {
 			return err
 		}
-		if o.Output == outputJSON {
-			return writeJSON(a.stdout, approvalOutput{Approval: approvalItem{Metadata: jsonMeta{Name: ap.Name, UID: ap.UID}, Spec: ap.Spec}})
-		}
-		of, apply := ap.Resource, ap.Resource
-		if ap.ResourceKind == api.KindPtahMigration {
-			of, apply = api.KindPtahMigration+" "+ap.Resource, api.KindPtahMigration+"/"+ap.Resource
-		}
-		_, err = fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\nptah apply %s runs it.\n",
-			ap.Plan.Name, ap.Plan.UID, of, ap.Approver, apply)
-		return err
+		return a.showApproval(ap, o.Output, "ptah apply %s runs it.")
 	}
 	// The name ptah plan prints most prominently is not the UID: point a
 	// person who passed it to the plan's UID.
@@ -157,4 +167,36 @@ func (a *app) runApprove(ctx context.Context, o approveOptions) error {
 		}
 	}
 	return fmt.Errorf("approving %s: %w in the databases %s names", o.PlanUID, runner.ErrUnknownPlan, o.File)
+}
+
+// showApproval prints a recorded approval; next says what runs it, with
+// the resource's name for %s.
+func (a *app) showApproval(ap runner.Approved, output, next string) error {
+	if output == outputJSON {
+		return writeJSON(a.stdout, approvalOutput{Approval: approvalItem{Metadata: jsonMeta{Name: ap.Name, UID: ap.UID}, Spec: ap.Spec}})
+	}
+	of, apply := ap.Resource, ap.Resource
+	if ap.ResourceKind == api.KindPtahMigration {
+		of, apply = api.KindPtahMigration+" "+ap.Resource, api.KindPtahMigration+"/"+ap.Resource
+	}
+	_, err := fmt.Fprintf(a.stdout, "Approved plan %s (uid %s) of %s as %s.\n"+next+"\n", ap.Plan.Name, ap.Plan.UID, of, ap.Approver, apply)
+	return err
+}
+
+// runApproveCluster records the approval as a custom resource, in the
+// name of the user the API server authenticates.
+func (a *app) runApproveCluster(ctx context.Context, o approveOptions) error {
+	c, err := a.openCluster(ctx)
+	if err != nil {
+		return err
+	}
+	if err := runner.FenceStore(ctx, c.store); err != nil {
+		return err
+	}
+	ap, err := runner.RecordApproval(ctx, c.store, clusterNow, newID,
+		runner.ApproveRequest{PlanUID: o.PlanUID, Fingerprint: o.Fingerprint, Approver: c.user, Reason: o.Reason})
+	if err != nil {
+		return err
+	}
+	return a.showApproval(ap, o.Output, "ptah serve runs it (ptah status %s --cluster follows it).")
 }

@@ -47,6 +47,9 @@ const (
 	ExitWrongOperation    = 20
 	ExitNotMarkable       = 21
 	ExitUnaccounted       = 22
+	// Cluster mode (--cluster).
+	ExitCluster   = 23
+	ExitForbidden = 24
 	// ExitInterrupted is the shell's convention for SIGINT (128+2).
 	ExitInterrupted = 130
 )
@@ -105,6 +108,10 @@ var outcomes = []outcome{
 		"mark only versions ptah resolve-run NAME lists as not recorded, and only those you established the run applied in full"},
 	{ExitUnaccounted, "resolve-run --operation: a file the run stopped part way is neither marked applied (--mark-applied) nor named to run again (--rerun), or --rerun names a file that did not stop part way; nothing was recorded",
 		"for each file the evidence shows committed in part: finish it by hand and pass --mark-applied VERSION, or undo what of it committed and pass --rerun VERSION"},
+	{ExitCluster, "--cluster: the kubeconfig cannot be read, or the API server cannot be reached or refuses the credentials",
+		"check the kubeconfig, --context and that the cluster is reachable from here (kubectl auth whoami asks what ptah asks first)"},
+	{ExitForbidden, "--cluster: the API server refused the request: RBAC does not allow it, or an admission policy refused it (an approval records the authenticated user, and only the manager writes status)",
+		"the message names the refusal; ask the cluster's administrator for the ptah-approver or ptah-viewer role in the namespace"},
 	{ExitInterrupted, "interrupted",
 		"what the interrupted command had done is said above; ptah status shows where each resource stands"},
 }
@@ -207,6 +214,11 @@ func exitCode(err error) int {
 		return ExitUnaccounted
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
+	}
+	if code, ok := clusterExitCode(err); ok {
+		return code
+	}
+	switch {
 	default:
 		return ExitInternal
 	}
@@ -221,11 +233,12 @@ var commandCodes = map[string][]int{
 		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource,
 		ExitInterrupted},
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
-		ExitFutureState, ExitState, ExitInterrupted},
-	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
+		ExitFutureState, ExitState, ExitCluster, ExitForbidden, ExitInterrupted},
+	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
+	"serve":   {ExitOK, ExitInternal, ExitUsage, ExitFutureState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
 	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitFutureState, ExitState, ExitSource,
 		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitUnaccounted, ExitInterrupted},

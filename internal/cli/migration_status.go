@@ -28,13 +28,8 @@ func inspectMigration(ctx context.Context, r *runner.Runner, in runner.Resource)
 	if err != nil {
 		return statusItem{}, err
 	}
-	item := statusItem{Registered: rep.Registered}
-	if rep.Registered && rep.Migration != nil {
-		st := rep.Migration.Status
-		item.Migration = &st
-		if ap := rep.Migration.Approval; ap != nil {
-			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
-		}
+	item := storedItem(rep)
+	if st := item.Migration; st != nil {
 		if u := st.UnresolvedRun; u != nil {
 			may, err := postgres.WriterMayStillWrite(ctx, r.Target, u.OperationID, u.CoordinationDigest)
 			if err != nil {

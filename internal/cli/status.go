@@ -1,10 +1,13 @@
 package cli
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -29,6 +34,10 @@ migration files (ptah plan does), and shows no SQL. Phases: InSync, Planned
 (policy Never), AwaitingApproval, Approved, Applying, Blocked (with a
 reason), Failed.
 
+With --cluster, status reads what ptah serve records on the cluster's
+PtahSchema and PtahMigration resources in the namespace (-n, else the
+kubeconfig context's): those named, else all of them. -f is not read.
+
 `
 
 type statusOptions struct {
@@ -43,7 +52,10 @@ func (a *app) newStatusCmd() *cobra.Command {
 		Short: "Show each resource's phase, plans and lease",
 		Long:  statusLong + exitCodeHelp("status"),
 		Example: `  ptah status
-  ptah status app -o json | jq -r '.items[0].status.phase'`,
+  ptah status app -o json | jq -r '.items[0].status.phase'
+
+  # What ptah serve records in the cluster, for the namespace billing
+  ptah status --cluster -n billing`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: a.completeDeclared,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,6 +63,11 @@ func (a *app) newStatusCmd() *cobra.Command {
 			o := statusOptions{File: s.String("file"), Names: args, Output: s.String("output")}
 			if err := validateCommon(s, o.File, o.Output, statusOutputs, o.Names, ""); err != nil {
 				return err
+			}
+			if inCluster, err := a.clusterMode(); err != nil {
+				return err
+			} else if inCluster {
+				return a.runStatusCluster(cmd.Context(), o)
 			}
 			return a.runStatus(cmd.Context(), o)
 		},
@@ -148,15 +165,8 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 		if err != nil {
 			return fmt.Errorf("reading the status of %s: %w", sel.resources[i].Ref(), err)
 		}
-		item := statusItem{Resource: refOf(sel.resources[i]), Registered: rep.Registered}
-		if rep.Registered {
-			st := rep.Status
-			item.Status = &st
-		}
-		if ap := rep.Approval; ap != nil {
-			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver,
-				ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
-		}
+		item := storedItem(rep)
+		item.Resource = refOf(sel.resources[i])
 		item.Lease = leaseItem(rep.Lease, rep.LeaseWriterAlive, rep.Writer, rep.Run)
 		items[i] = item
 	}
@@ -168,6 +178,82 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 	}
 	if o.Output == outputJSON {
 		return writeJSON(a.stdout, out)
+	}
+	return a.renderStatusText(out)
+}
+
+// storedItem is what the store records of a resource: its status and the
+// live approval of its current plan (all there is in a cluster).
+func storedItem(rep runner.Report) statusItem {
+	item := statusItem{Registered: rep.Registered}
+	if !rep.Registered {
+		return item
+	}
+	if m := rep.Migration; m != nil {
+		st := m.Status
+		item.Migration = &st
+		if ap := m.Approval; ap != nil {
+			item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
+		}
+		return item
+	}
+	st := rep.Status
+	item.Status = &st
+	if ap := rep.Approval; ap != nil {
+		item.Approval = &jsonApproval{Name: ap.Name, UID: ap.UID, Approver: ap.Spec.Approver, ApprovedAt: ap.Spec.ApprovedAt.Time, Reason: ap.Spec.Reason}
+	}
+	return item
+}
+
+// runStatusCluster shows the status ptah serve records on the cluster's
+// resources: those named, else every PtahSchema and PtahMigration of the
+// namespace. A cluster has no lease rows or writer sessions to show: its
+// runs are Jobs.
+func (a *app) runStatusCluster(ctx context.Context, o statusOptions) error {
+	c, err := a.openCluster(ctx)
+	if err != nil {
+		return err
+	}
+	if err := runner.FenceStore(ctx, c.store); err != nil {
+		return err
+	}
+	var resources []runner.Resource
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+		objs, err := c.store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if len(o.Names) > 0 && !slices.Contains(o.Names, obj.Name) && !slices.Contains(o.Names, obj.Kind+"/"+obj.Name) {
+				continue
+			}
+			meta := metav1.ObjectMeta{Name: obj.Name, Namespace: obj.Namespace}
+			if kind == api.KindPtahMigration {
+				resources = append(resources, runner.Resource{Migration: &api.PtahMigration{ObjectMeta: meta}})
+			} else {
+				resources = append(resources, runner.Resource{Schema: &api.PtahSchema{ObjectMeta: meta}})
+			}
+		}
+	}
+	if len(o.Names) > 0 && len(resources) < len(o.Names) {
+		return fmt.Errorf("%w: not every name given is a PtahSchema or PtahMigration in namespace %s", runner.ErrNotRegistered, c.namespace)
+	}
+	out := statusOutput{Items: []statusItem{}}
+	for _, res := range resources {
+		rep, err := runner.InspectStored(ctx, c.store, res)
+		if err != nil {
+			return fmt.Errorf("reading the status of %s %s: %w", res.Kind(), res.Name(), err)
+		}
+		item := storedItem(rep)
+		item.Resource = ref{APIVersion: api.APIVersion, Kind: res.Kind(), Namespace: c.namespace, Name: res.Name()}
+		out.Items = append(out.Items, item)
+	}
+	if o.Output == outputJSON {
+		return writeJSON(a.stdout, out)
+	}
+	if len(out.Items) == 0 {
+		_, err := fmt.Fprintf(a.stdout, "No PtahSchema or PtahMigration in namespace %s.\n", c.namespace)
+		return err
 	}
 	return a.renderStatusText(out)
 }

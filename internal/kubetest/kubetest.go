@@ -9,8 +9,11 @@
 package kubetest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +21,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -190,3 +197,68 @@ func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
+
+// Kubeconfig writes a kubeconfig file authenticating as name, in groups,
+// and returns its path: what a person's ptah reads.
+func (e *Env) Kubeconfig(t testing.TB, name string, groups ...string) string {
+	t.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, rest.CopyConfig(e.Config))
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), sanitize(name)+".kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Apply applies the YAML files' objects for real (server-side apply), in
+// order: policies, roles, namespaces.
+func (e *Env) Apply(t testing.TB, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var o unstructured.Unstructured
+			if err := dec.Decode(&o.Object); err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("reading %s: %v", f, err)
+				}
+				break
+			}
+			if len(o.Object) == 0 {
+				continue
+			}
+			if err := e.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(&o),
+				client.FieldOwner("kubetest"), client.ForceOwnership); err != nil {
+				t.Fatalf("applying %s %s from %s: %v", o.GetKind(), o.GetName(), f, err)
+			}
+		}
+	}
+}
+
+// Bind grants user the ClusterRoles in namespace ns, as an administrator
+// binding ptah's roles (deploy/rbac) to a person would.
+func (e *Env) Bind(t testing.TB, ns, user string, roles ...string) {
+	t.Helper()
+	for _, role := range roles {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role + "-" + sanitize(user), Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+		if err := e.Client.Create(context.Background(), rb); err != nil {
+			t.Fatalf("binding %s to %s in %s: %v", role, user, ns, err)
+		}
+	}
+}
+
+// RepoRoot is the module's root folder.
+func RepoRoot() string { return repoRoot() }

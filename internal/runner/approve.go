@@ -32,11 +32,12 @@ type ApproveRequest struct {
 
 // Approved is a recorded approval, of either family.
 type Approved struct {
-	Kind, Name, UID string
+	Kind, Namespace, Name, UID string
 	// ResourceKind and Resource name what the plan converges.
 	ResourceKind, Resource string
 	Plan                   api.ObjectReference
 	Approver               string
+	At                     time.Time
 	// Spec is the approval's spec as stored (a PtahSchemaApprovalSpec or
 	// a PtahMigrationApprovalSpec).
 	Spec any
@@ -93,56 +94,77 @@ func (r *Runner) Approve(ctx context.Context, req ApproveRequest) (Approved, err
 	if err := r.Fence(ctx); err != nil {
 		return Approved{}, err
 	}
-	o, err := r.Store.GetByUID(ctx, req.PlanUID)
+	clock := func(ctx context.Context) (time.Time, error) { return postgres.ServerNow(ctx, r.Target) }
+	ap, plan, err := recordApproval(ctx, r.Store, clock, r.NewID, req)
+	if err != nil {
+		return Approved{}, err
+	}
+	r.showApproved(ctx, ap.Namespace, plan, req.Approver, ap.At, req.Reason)
+	return ap, nil
+}
+
+// RecordApproval is what approving is in every mode: find the plan by UID
+// in st, refuse what Approve refuses, and record the approval, stamped
+// with clock's time (local mode: the target server's; in a cluster, the
+// caller's, beside the API server's creation time). It writes no status:
+// in a cluster that is the manager's.
+func RecordApproval(ctx context.Context, st store.Store, clock func(context.Context) (time.Time, error), newID func() string,
+	req ApproveRequest) (Approved, error) {
+	ap, _, err := recordApproval(ctx, st, clock, newID, req)
+	return ap, err
+}
+
+func recordApproval(ctx context.Context, st store.Store, clock func(context.Context) (time.Time, error), newID func() string,
+	req ApproveRequest) (Approved, approvable, error) {
+	o, err := st.GetByUID(ctx, req.PlanUID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Approved{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
+		return Approved{}, approvable{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
 	}
 	if err != nil {
-		return Approved{}, fmt.Errorf("reading plan %s: %w", req.PlanUID, err)
+		return Approved{}, approvable{}, fmt.Errorf("reading plan %s: %w", req.PlanUID, err)
 	}
 	plan, err := readApprovable(o)
 	if errors.Is(err, ErrUnknownPlan) {
-		return Approved{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
+		return Approved{}, approvable{}, fmt.Errorf("approving %s: %w", req.PlanUID, ErrUnknownPlan)
 	}
 	if err != nil {
-		return Approved{}, err
+		return Approved{}, approvable{}, err
 	}
 	if err := plan.verify(); err != nil {
-		return Approved{}, err
+		return Approved{}, approvable{}, err
 	}
 	if req.Fingerprint != "" && req.Fingerprint != plan.fingerprint {
 		// Never the plan's own fingerprint: copying it from here would
 		// approve what nobody reviewed.
-		return Approved{}, fmt.Errorf("approving plan %s: %w %s: it is not the plan that was reviewed "+
+		return Approved{}, approvable{}, fmt.Errorf("approving plan %s: %w %s: it is not the plan that was reviewed "+
 			"(the database, the declared files or the policy moved since, or the fingerprint was mistyped)",
 			plan.plan.Name, ErrFingerprintMismatch, req.Fingerprint)
 	}
-	if err := r.requireCurrent(ctx, o.Namespace, &plan); err != nil {
-		return Approved{}, err
+	if err := requireCurrent(ctx, st, o.Namespace, &plan); err != nil {
+		return Approved{}, approvable{}, err
 	}
 	if why := engine.Runnable(plan.policy, plan.destructive); why != "" {
-		return Approved{}, fmt.Errorf("approving plan %s of %s: %w: %s", plan.plan.Name, plan.resource.Name, ErrNotRunnable, why)
+		return Approved{}, approvable{}, fmt.Errorf("approving plan %s of %s: %w: %s", plan.plan.Name, plan.resource.Name, ErrNotRunnable, why)
 	}
-	now, err := postgres.ServerNow(ctx, r.Target)
+	now, err := clock(ctx)
 	if err != nil {
-		return Approved{}, err
+		return Approved{}, approvable{}, err
 	}
 	spec := plan.approvalSpec(req.Approver, now, req.Reason)
 	raw, err := json.Marshal(spec)
 	if err != nil {
-		return Approved{}, fmt.Errorf("encoding approval: %w", err)
+		return Approved{}, approvable{}, fmt.Errorf("encoding approval: %w", err)
 	}
-	created, err := r.Store.Create(ctx, store.Object{
-		Kind: plan.kinds.approval, Namespace: o.Namespace, Name: plan.plan.Name + "-" + r.NewID()[:8],
+	created, err := st.Create(ctx, store.Object{
+		Kind: plan.kinds.approval, Namespace: o.Namespace, Name: plan.plan.Name + "-" + newID()[:8],
 		ContractVersion: api.ContractVersion, Immutable: true,
 		Labels: map[string]string{plan.kinds.label: plan.resource.Name}, Spec: raw,
 	})
 	if err != nil {
-		return Approved{}, fmt.Errorf("recording the approval of %s: %w", plan.plan.Name, err)
+		return Approved{}, approvable{}, fmt.Errorf("recording the approval of %s: %w", plan.plan.Name, err)
 	}
-	r.showApproved(ctx, o.Namespace, plan, req.Approver, now, req.Reason)
-	return Approved{Kind: created.Kind, Name: created.Name, UID: created.UID, ResourceKind: plan.kinds.resource, Resource: plan.resource.Name,
-		Plan: plan.plan, Approver: req.Approver, Spec: spec}, nil
+	return Approved{Kind: created.Kind, Namespace: created.Namespace, Name: created.Name, UID: created.UID, ResourceKind: plan.kinds.resource,
+		Resource: plan.resource.Name, Plan: plan.plan, Approver: req.Approver, At: now, Spec: spec}, plan, nil
 }
 
 // showApproved records in the resource's status that its current plan is
@@ -195,8 +217,8 @@ func (r *Runner) showApproved(ctx context.Context, namespace string, plan approv
 
 // requireCurrent checks that plan is its resource's current plan, and
 // reads the resource's registered apply policy into it.
-func (r *Runner) requireCurrent(ctx context.Context, namespace string, plan *approvable) error {
-	s, err := r.Store.Get(ctx, plan.kinds.resource, namespace, plan.resource.Name)
+func requireCurrent(ctx context.Context, objects store.Store, namespace string, plan *approvable) error {
+	s, err := objects.Get(ctx, plan.kinds.resource, namespace, plan.resource.Name)
 	if err != nil {
 		return fmt.Errorf("reading %s %s: %w", plan.kinds.resource, plan.resource.Name, err)
 	}

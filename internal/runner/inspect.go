@@ -61,28 +61,8 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 		return rep, err
 	}
 	identity := TargetIdentityDigest(id)
-	obj, err := r.Store.Get(ctx, res.Kind(), res.namespace(), res.Name())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
+	if rep, err = InspectStored(ctx, r.Store, res); err != nil {
 		return rep, err
-	case res.Migration != nil:
-		rep.Registered, rep.Generation = true, obj.Generation
-		if err := decodeStatus(obj, &rep.Migration.Status); err != nil {
-			return rep, err
-		}
-		rep.Status.RunState = rep.Migration.Status.RunState
-		if rep.Migration.Approval, err = r.currentMigrationApproval(ctx, res, rep.Migration.Status.Plan); err != nil {
-			return rep, err
-		}
-	default:
-		rep.Registered, rep.Generation = true, obj.Generation
-		if err := decodeStatus(obj, &rep.Status); err != nil {
-			return rep, err
-		}
-		if rep.Approval, err = r.currentApproval(ctx, res.namespace(), res.Schema.Name, rep.Status); err != nil {
-			return rep, err
-		}
 	}
 	rep.Lease, err = postgres.LeaseHolder(ctx, r.Target, res.coordination(identity))
 	if err != nil || rep.Lease == nil {
@@ -99,12 +79,46 @@ func (r *Runner) Inspect(ctx context.Context, res Resource) (Report, error) {
 	return rep, err
 }
 
+// InspectStored reads what st records of res: its status and the live
+// approval of its current plan; in a cluster, all there is to read. The
+// caller fences st first.
+func InspectStored(ctx context.Context, st store.Store, res Resource) (Report, error) {
+	rep := Report{Name: res.Name(), Kind: res.Kind()}
+	if res.Migration != nil {
+		rep.Migration = &MigrationReport{}
+	}
+	obj, err := st.Get(ctx, res.Kind(), res.namespace(), res.Name())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return rep, err
+	case res.Migration != nil:
+		rep.Registered, rep.Generation = true, obj.Generation
+		if err := decodeStatus(obj, &rep.Migration.Status); err != nil {
+			return rep, err
+		}
+		rep.Status.RunState = rep.Migration.Status.RunState
+		if rep.Migration.Approval, err = currentMigrationApproval(ctx, st, res, rep.Migration.Status.Plan); err != nil {
+			return rep, err
+		}
+	default:
+		rep.Registered, rep.Generation = true, obj.Generation
+		if err := decodeStatus(obj, &rep.Status); err != nil {
+			return rep, err
+		}
+		if rep.Approval, err = currentApproval(ctx, st, res.namespace(), res.Schema.Name, rep.Status); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
 // currentApproval returns the live approval of the plan st names, if any.
-func (r *Runner) currentApproval(ctx context.Context, namespace, name string, st api.PtahSchemaStatus) (*engine.Approval, error) {
+func currentApproval(ctx context.Context, objects store.Store, namespace, name string, st api.PtahSchemaStatus) (*engine.Approval, error) {
 	if st.Plan == nil {
 		return nil, nil
 	}
-	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaApproval, Namespace: namespace,
+	objs, err := objects.List(ctx, store.ListOptions{Kind: api.KindPtahSchemaApproval, Namespace: namespace,
 		Labels: map[string]string{LabelSchema: name}})
 	if err != nil {
 		return nil, fmt.Errorf("reading the approvals of %s: %w", name, err)
@@ -127,11 +141,11 @@ func (r *Runner) currentApproval(ctx context.Context, namespace, name string, st
 
 // currentMigrationApproval returns the unspent approval of the plan plan
 // names, if any.
-func (r *Runner) currentMigrationApproval(ctx context.Context, res Resource, plan *api.PlanReference) (*engine.MigrationApproval, error) {
+func currentMigrationApproval(ctx context.Context, objects store.Store, res Resource, plan *api.PlanReference) (*engine.MigrationApproval, error) {
 	if plan == nil {
 		return nil, nil
 	}
-	objs, err := r.Store.List(ctx, store.ListOptions{Kind: api.KindPtahMigrationApproval, Namespace: res.namespace(),
+	objs, err := objects.List(ctx, store.ListOptions{Kind: api.KindPtahMigrationApproval, Namespace: res.namespace(),
 		Labels: map[string]string{LabelMigration: res.Name()}})
 	if err != nil {
 		return nil, fmt.Errorf("reading the approvals of %s: %w", res.Name(), err)

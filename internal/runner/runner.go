@@ -237,6 +237,22 @@ func (r *Runner) Fence(ctx context.Context) error {
 	return engine.VerifyStoredState(stored, api.ContractVersion)
 }
 
+// FenceStore refuses st when it holds state a newer ptah wrote: the
+// stored-state fence over the objects alone, as in a cluster, where there
+// are no runtime tables to read.
+// Also are further records to fence with them (a cluster's CRDs).
+func FenceStore(ctx context.Context, st store.Store, also ...engine.StoredObject) error {
+	objs, err := st.List(ctx, store.ListOptions{MetadataOnly: true})
+	if err != nil {
+		return fmt.Errorf("scanning stored state: %w", err)
+	}
+	stored := append(make([]engine.StoredObject, 0, len(objs)+len(also)), also...)
+	for _, o := range objs {
+		stored = append(stored, storedObject(o))
+	}
+	return engine.VerifyStoredState(stored, api.ContractVersion)
+}
+
 // storedState reads what the fence decides from: every object of the store
 // (metadata only) and the newest record of each runtime table. It returns
 // the objects too, for the census.

@@ -61,6 +61,18 @@ type Store struct {
 	c client.Client
 	// kinds are what List and GetByUID look through: every kind of the API.
 	kinds []string
+	// namespace, when set, is the one namespace List and GetByUID look in
+	// when not told otherwise: a person's view, whose RBAC may stop there.
+	namespace string
+}
+
+// InNamespace returns a store that lists and looks up UIDs in namespace
+// only (unless a List names another), as a person whose permissions end
+// at a namespace needs.
+func (s *Store) InNamespace(namespace string) *Store {
+	c := *s
+	c.namespace = namespace
+	return &c
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,6 +135,9 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) ([]store.Objec
 	kinds := s.kinds
 	if opts.Kind != "" {
 		kinds = []string{opts.Kind}
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = s.namespace
 	}
 	var out []store.Object
 	for _, kind := range kinds {

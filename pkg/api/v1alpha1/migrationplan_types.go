@@ -43,6 +43,9 @@ type PtahMigrationPlanSpec struct {
 	// Migration is the PtahMigration the plan advances.
 	Migration ObjectReference `json:"migration"`
 	// Versions are the pending files, in the order they run.
+	// Null when empty: Go encodes an empty list as null, and the fingerprint
+	// covers that encoding.
+	// +nullable
 	Versions []MigrationVersion `json:"versions"`
 	// Baseline: the versions are recorded in history as baselined and none
 	// of them runs, because the target already holds what they build (see

@@ -62,7 +62,10 @@ type Bindings struct {
 
 // PlanStatement is one statement of a plan.
 type PlanStatement struct {
-	SQL     string   `json:"sql"`
+	SQL string `json:"sql"`
+	// Null when empty: Go encodes an empty list as null, and the fingerprint
+	// covers that encoding.
+	// +nullable
 	Hazards []string `json:"hazards"`
 }
 
@@ -122,7 +125,10 @@ type PtahSchemaPlanList struct {
 // PtahSchemaPlanSpec is the content of a plan.
 type PtahSchemaPlanSpec struct {
 	// Schema is the PtahSchema the plan converges.
-	Schema     ObjectReference `json:"schema"`
+	Schema ObjectReference `json:"schema"`
+	// Null when empty: Go encodes an empty list as null, and the fingerprint
+	// covers that encoding.
+	// +nullable
 	Statements []PlanStatement `json:"statements"`
 	// Phases are the transactions the statements run in, in order; their
 	// statements add up to the plan's. Absent only from a plan of no

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
+
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// LeaderElectionID names the Lease the managers of one installation elect
+// their leader with.
+const LeaderElectionID = "ptah-manager.ptah.run"
+
+// Options configure the manager.
+type Options struct {
+	// Config reaches the API server as the manager's ServiceAccount.
+	Config *rest.Config
+	// LeaderElection: only the elected replica reconciles; the others wait.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the election's Lease ("" in a Pod: its
+	// own namespace).
+	LeaderElectionNamespace string
+	// MetricsAddr serves Prometheus metrics ("0": off); ProbeAddr serves
+	// /healthz and /readyz ("0": off).
+	MetricsAddr, ProbeAddr string
+	// Logger receives the manager's structured logs.
+	Logger *slog.Logger
+	// Version is this ptah's version, for the logs.
+	Version string
+}
+
+// Scheme knows Kubernetes' built-in types, the CRD type and ptah's.
+func Scheme() (*k8sruntime.Scheme, error) {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, api.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Run fences the cluster's stored state, then runs the manager until ctx
+// ends. It returns the fence's refusal (wrapping store.ErrNewerContract or
+// an engine.FutureStateError) without starting anything.
+func Run(ctx context.Context, o Options) error {
+	if o.Config == nil {
+		return errors.New("no cluster configuration")
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	logger := logr.FromSlogHandler(o.Logger.Handler())
+	log.SetLogger(logger)
+	// The fence reads the API server directly: the manager's caches are not
+	// started yet, and nothing may start before it passes.
+	direct, err := client.New(o.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("connecting to the API server: %w", err)
+	}
+	if err := VerifyStoredControllerState(ctx, direct); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(o.Config, manager.Options{
+		Scheme:                        scheme,
+		Logger:                        logger,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	o.Logger.Info("ptah serve starting", "version", o.Version, "contractVersion", api.ContractVersion, "leaderElection", o.LeaderElection)
+	return mgr.Start(ctx)
+}
