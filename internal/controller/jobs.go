@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// How a plan reaches the Pod that runs it. A termination message holds at
+// most 4 KiB and an API object about 1.5 MiB, while a plan can be
+// megabytes, and SQL must not pass through Pod logs or arguments: the
+// manager splits the plan's JSON into immutable ConfigMaps of at most
+// ChunkBytes each, mounted read-only into the Pod, and passes the digest of
+// the whole; ptah exec reassembles the parts in order and refuses anything
+// that does not hash to it. A plan over MaxPlanBytes is refused before any
+// Job exists.
+const (
+	ChunkBytes   = 1 << 20 // 1 MiB of plan per ConfigMap, under the API's object limit
+	MaxChunks    = 16
+	MaxPlanBytes = ChunkBytes * MaxChunks // 16 MiB
+	// PlanMountPath is where the Pod sees the parts, one file per part.
+	PlanMountPath = "/var/run/ptah/plan"
+	// TerminationMessagePath is where ptah exec writes its result.
+	TerminationMessagePath = "/dev/termination-log"
+	// EnvDatabaseURL holds the target's URL in the Pod, from the Secret key
+	// the resource names; it is never an argument.
+	EnvDatabaseURL = "PTAH_DATABASE_URL"
+	// LabelOperation marks the Job and the ConfigMaps of one operation.
+	LabelOperation = "ptah.run/operation"
+)
+
+// Errors of the plan transport.
+var (
+	ErrPlanTooLarge  = fmt.Errorf("the plan is larger than %d bytes, the most a Job carries", MaxPlanBytes)
+	ErrPlanCorrupted = errors.New("the plan's parts do not hash to its digest")
+)
+
+// PlanParts is a plan split for transport.
+type PlanParts struct {
+	// Digest is "sha256:<hex>" of the whole plan.
+	Digest string
+	Parts  [][]byte
+}
+
+// SplitPlan splits a plan's JSON into parts of at most ChunkBytes.
+func SplitPlan(plan []byte) (PlanParts, error) {
+	if len(plan) > MaxPlanBytes {
+		return PlanParts{}, fmt.Errorf("%w (it is %d bytes)", ErrPlanTooLarge, len(plan))
+	}
+	sum := sha256.Sum256(plan)
+	p := PlanParts{Digest: "sha256:" + hex.EncodeToString(sum[:])}
+	for len(plan) > ChunkBytes {
+		p.Parts = append(p.Parts, plan[:ChunkBytes])
+		plan = plan[ChunkBytes:]
+	}
+	return PlanParts{Digest: p.Digest, Parts: append(p.Parts, plan)}, nil
+}
+
+// partFile names part i in the Pod: names that sort in order.
+func partFile(i int) string { return fmt.Sprintf("part-%02d", i) }
+
+// AssemblePlan reads the parts from fsys (the mounted folder) in order and
+// returns the plan, refusing parts that do not hash to digest: a part
+// missing, added, reordered or changed.
+func AssemblePlan(fsys fs.FS, digest string) ([]byte, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("reading the plan's parts: %w", err)
+	}
+	var buf bytes.Buffer
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "part-") || e.IsDir() {
+			continue // the volume's own bookkeeping (..data, symlinks)
+		}
+		if e.Name() != partFile(n) {
+			return nil, fmt.Errorf("%w: part %s where %s belongs", ErrPlanCorrupted, e.Name(), partFile(n))
+		}
+		b, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("reading the plan's part %s: %w", e.Name(), err)
+		}
+		if buf.Len()+len(b) > MaxPlanBytes {
+			return nil, ErrPlanTooLarge
+		}
+		buf.Write(b)
+		n++
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return nil, fmt.Errorf("%w: %d parts hash to %s, not %s", ErrPlanCorrupted, n, got, digest)
+	}
+	return buf.Bytes(), nil
+}
+
+// ExecRequest is one run the manager dispatches as a Job.
+type ExecRequest struct {
+	Namespace string
+	// Resource is the PtahSchema or PtahMigration the run belongs to; the
+	// Job is owned by it.
+	ResourceKind, ResourceName, ResourceUID string
+	OperationID                             string
+	// Image runs ptah exec.
+	Image string
+	// URLSecret and URLKey name the Secret key holding the database URL.
+	URLSecret, URLKey string
+	// Deadline is the run's absolute deadline, which ptah exec enforces on
+	// the database server's clock; the Job's activeDeadlineSeconds is a
+	// backstop derived from it.
+	Deadline time.Time
+	Now      time.Time
+	Plan     PlanParts
+}
+
+// JobName is the Job of one operation of one resource: the same request
+// always names the same Job, so a manager that restarts mid-dispatch finds
+// the Job it created instead of creating a second one.
+func JobName(resourceUID, operationID string) string {
+	sum := sha256.Sum256([]byte(resourceUID + "\x00" + operationID))
+	return "ptah-run-" + hex.EncodeToString(sum[:])[:20]
+}
+
+// PartsName is the ConfigMap holding part i of the operation's plan.
+func PartsName(resourceUID, operationID string, i int) string {
+	return JobName(resourceUID, operationID) + "-" + strconv.Itoa(i)
+}
+
+// PlanConfigMaps are the immutable ConfigMaps carrying the plan's parts.
+func PlanConfigMaps(r ExecRequest) []*corev1.ConfigMap {
+	out := make([]*corev1.ConfigMap, len(r.Plan.Parts))
+	for i, part := range r.Plan.Parts {
+		immutable := true
+		out[i] = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: PartsName(r.ResourceUID, r.OperationID, i), Namespace: r.Namespace,
+				Labels:      map[string]string{LabelOperation: r.OperationID},
+				Annotations: map[string]string{"ptah.run/plan-digest": r.Plan.Digest}},
+			Immutable:  &immutable,
+			BinaryData: map[string][]byte{partFile(i): part},
+		}
+	}
+	return out
+}
+
+// BuildJob is the Job that runs one operation: exactly once (no retries,
+// no restarts), as a non-root user with a read-only root filesystem and no
+// ServiceAccount token, the database URL in its environment from the
+// Secret, the plan mounted from its ConfigMaps.
+func BuildJob(r ExecRequest) *batchv1.Job {
+	name := JobName(r.ResourceUID, r.OperationID)
+	noRetry := int32(0)
+	f, t := false, true
+	uid := int64(65532)
+	// The backstop stops the Pod a minute after the deadline ptah exec
+	// itself enforces, never before it.
+	active := int64(r.Deadline.Sub(r.Now)/time.Second) + 60
+	var sources []corev1.VolumeProjection
+	for i := range r.Plan.Parts {
+		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: PartsName(r.ResourceUID, r.OperationID, i)}}})
+	}
+	labels := map[string]string{LabelOperation: r.OperationID, "app.kubernetes.io/name": "ptah", "app.kubernetes.io/component": "run"}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "ptah.run/v1alpha1", Kind: r.ResourceKind,
+				Name: r.ResourceName, UID: types.UID(r.ResourceUID)}}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          &noRetry,
+			ActiveDeadlineSeconds: &active,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: &f,
+					EnableServiceLinks:           &f,
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{{
+						Name:  "run",
+						Image: r.Image,
+						Args: []string{"exec", "--operation", r.OperationID, "--plan-digest", r.Plan.Digest,
+							"--plan-dir", PlanMountPath, "--deadline", r.Deadline.UTC().Format(time.RFC3339Nano)},
+						Env: []corev1.EnvVar{{Name: EnvDatabaseURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+							LocalObjectReference: corev1.LocalObjectReference{Name: r.URLSecret}, Key: r.URLKey}}}},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "plan", MountPath: PlanMountPath, ReadOnly: true}},
+						TerminationMessagePath:   TerminationMessagePath,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: &t,
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					}},
+					Volumes: []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: sources}}}},
+				},
+			},
+		},
+	}
+}
