@@ -28,6 +28,10 @@ import (
 // cannot be reached or refuses the credentials.
 var errClusterUnreachable = errors.New("cannot reach the cluster")
 
+// errClusterConfig: what a Job's Pod needs is missing from its
+// environment.
+var errClusterConfig = errors.New("invalid configuration")
+
 // clusterFlags are the root's persistent flags of cluster mode.
 func clusterFlags(root *cobra.Command) {
 	f := root.PersistentFlags()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/controller"
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -173,7 +174,7 @@ func exitCode(err error) int {
 		return ExitChanges
 	case errors.As(err, &usage):
 		return ExitUsage
-	case errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, errClusterConfig):
 		return ExitConfig
 	case errors.Is(err, postgres.ErrConnect):
 		return ExitConnect
@@ -194,7 +195,7 @@ func exitCode(err error) int {
 		return ExitApplyFailed
 	case errors.Is(err, runner.ErrUnknownPlan), errors.Is(err, runner.ErrPlanNotCurrent), errors.Is(err, runner.ErrNotRegistered):
 		return ExitNoSuchPlan
-	case errors.Is(err, runner.ErrFingerprintMismatch), errors.Is(err, engine.ErrPlanTampered):
+	case errors.Is(err, runner.ErrFingerprintMismatch), errors.Is(err, engine.ErrPlanTampered), errors.Is(err, controller.ErrPlanCorrupted):
 		return ExitPlanMismatch
 	case errors.As(err, new(*engine.FutureStateError)), errors.Is(err, store.ErrNewerContract):
 		return ExitFutureState
@@ -238,6 +239,7 @@ var commandCodes = map[string][]int{
 	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
+	"exec":    {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitApplyFailed, ExitPlanMismatch, ExitInterrupted},
 	"serve":   {ExitOK, ExitInternal, ExitUsage, ExitFutureState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
 	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitFutureState, ExitState, ExitSource,
