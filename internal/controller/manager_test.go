@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ptah-run/ptah/internal/pgtest"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,7 +26,16 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+// TestMain starts a control plane with ptah's CRDs, and the tests get
+// their own databases from pgtest's throwaway server.
+func TestMain(m *testing.M) {
+	stop, err := kubetest.StartShared()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubetest:", err)
+		os.Exit(1)
+	}
+	pgtest.Main(m, stop)
+}
 
 func options(e *kubetest.Env, ns string) Options {
 	return Options{Config: e.Config, LeaderElection: true, LeaderElectionNamespace: ns, MetricsAddr: "0", ProbeAddr: "0",

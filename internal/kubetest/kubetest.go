@@ -83,6 +83,17 @@ func Main(m *testing.M, opts ...Option) {
 	os.Exit(code)
 }
 
+// StartShared starts the control plane Shared returns, for a TestMain that
+// runs the tests itself (beside pgtest.Main, say); call stop when they end.
+func StartShared(opts ...Option) (stop func(), err error) {
+	env, err := Start(opts...)
+	if err != nil {
+		return nil, err
+	}
+	shared = env
+	return func() { _ = env.Stop() }, nil
+}
+
 // Shared returns the control plane Main started.
 func Shared(t testing.TB) *Env {
 	t.Helper()

@@ -1,0 +1,242 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Container is what the test kubelet hands Run: a Pod's only container,
+// with what a real kubelet would have resolved. Paths are on this machine:
+// each mount's files are materialized in a folder of their own, and the
+// arguments that named a mount path name that folder instead.
+type Container struct {
+	Args []string
+	// Env is the container's environment, Secret and ConfigMap keys
+	// resolved.
+	Env map[string]string
+	// TerminationLog is where the process writes its termination message.
+	TerminationLog string
+}
+
+// Kubelet is a test-only stand-in for the Job controller and the kubelet,
+// which envtest has neither of: for each Job of a namespace it creates the
+// Pod, runs the Pod's container with Run (a local process, or in-process
+// code), and writes back the Pod's and the Job's status, termination
+// message included, as Kubernetes 1.37 would.
+type Kubelet struct {
+	Env       *Env
+	Namespace string
+	// Run runs a container and returns its exit code.
+	Run func(ctx context.Context, c Container) int
+	// Stall, when it returns true for a Job, leaves its Pod running for
+	// ever (a Pod that hangs, or a node that stopped reporting).
+	Stall func(job *batchv1.Job) bool
+
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// Start runs the kubelet until the test ends.
+func (k *Kubelet) Start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	k.seen = map[string]bool{}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			k.sync(ctx, t)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (k *Kubelet) sync(ctx context.Context, t *testing.T) {
+	var jobs batchv1.JobList
+	if err := k.Env.Client.List(ctx, &jobs, client.InNamespace(k.Namespace)); err != nil {
+		return
+	}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		k.mu.Lock()
+		seen := k.seen[string(job.UID)]
+		k.seen[string(job.UID)] = true
+		k.mu.Unlock()
+		if seen || job.Status.CompletionTime != nil {
+			continue
+		}
+		if err := k.runJob(ctx, job); err != nil && ctx.Err() == nil {
+			t.Errorf("test kubelet: Job %s: %v", job.Name, err)
+		}
+	}
+}
+
+func (k *Kubelet) runJob(ctx context.Context, job *batchv1.Job) error {
+	c := k.Env.Client
+	start := metav1.Now()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: map[string]string{"batch.kubernetes.io/job-name": job.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		return fmt.Errorf("creating its Pod: %w", err)
+	}
+	job.Status.StartTime, job.Status.Active = &start, 1
+	if err := c.Status().Update(ctx, job); err != nil {
+		return fmt.Errorf("marking it active: %w", err)
+	}
+	pod.Status.Phase, pod.Status.StartTime = corev1.PodRunning, &start
+	if err := c.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("marking its Pod running: %w", err)
+	}
+	if k.Stall != nil && k.Stall(job) {
+		return nil
+	}
+	container, cleanup, err := k.resolve(ctx, pod)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	code := k.Run(ctx, container)
+	message, _ := os.ReadFile(container.TerminationLog)
+	if len(message) > 4096 {
+		message = message[:4096] // the kubelet's own limit
+	}
+	return k.finish(ctx, job, pod, code, string(message))
+}
+
+// resolve materializes the Pod's volumes and environment on this machine.
+func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func(), error) {
+	dir, err := os.MkdirTemp("", "kubelet-")
+	if err != nil {
+		return Container{}, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	fail := func(err error) (Container, func(), error) { cleanup(); return Container{}, nil, err }
+	spec := pod.Spec.Containers[0]
+	out := Container{Env: map[string]string{}, TerminationLog: filepath.Join(dir, "termination-log")}
+	volumes := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		host := filepath.Join(dir, "volume-"+v.Name)
+		if err := os.MkdirAll(host, 0o755); err != nil {
+			return fail(err)
+		}
+		var maps []string
+		switch {
+		case v.ConfigMap != nil:
+			maps = []string{v.ConfigMap.Name}
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					maps = append(maps, s.ConfigMap.Name)
+				}
+			}
+		}
+		for _, name := range maps {
+			var cm corev1.ConfigMap
+			if err := k.Env.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &cm); err != nil {
+				return fail(fmt.Errorf("volume %s: ConfigMap %s: %w", v.Name, name, err))
+			}
+			for key, b := range cm.BinaryData {
+				if err := os.WriteFile(filepath.Join(host, key), b, 0o444); err != nil {
+					return fail(err)
+				}
+			}
+			for key, s := range cm.Data {
+				if err := os.WriteFile(filepath.Join(host, key), []byte(s), 0o444); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		volumes[v.Name] = host
+	}
+	mounts := map[string]string{spec.TerminationMessagePath: out.TerminationLog}
+	for _, m := range spec.VolumeMounts {
+		mounts[m.MountPath] = volumes[m.Name]
+	}
+	for _, a := range spec.Args {
+		for from, to := range mounts {
+			if a == from || strings.HasPrefix(a, from+"/") {
+				a = to + strings.TrimPrefix(a, from)
+				break
+			}
+		}
+		out.Args = append(out.Args, a)
+	}
+	for _, e := range spec.Env {
+		switch {
+		case e.ValueFrom == nil:
+			out.Env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			var s corev1.Secret
+			ref := e.ValueFrom.SecretKeyRef
+			if err := k.Env.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &s); err != nil {
+				return fail(fmt.Errorf("env %s: Secret %s: %w", e.Name, ref.Name, err))
+			}
+			out.Env[e.Name] = string(s.Data[ref.Key])
+		}
+	}
+	return out, cleanup, nil
+}
+
+// finish records how the container ended, as the kubelet and the Job
+// controller of Kubernetes 1.37 do: the Pod terminated with its message,
+// then the Job's SuccessCriteriaMet or FailureTarget condition before
+// Complete or Failed (the API server refuses the latter alone).
+func (k *Kubelet) finish(ctx context.Context, job *batchv1.Job, pod *corev1.Pod, code int, message string) error {
+	c := k.Env.Client
+	now := metav1.Now()
+	reason := "Completed"
+	pod.Status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		reason, pod.Status.Phase = "Error", corev1.PodFailed
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason,
+			Message: message, StartedAt: *pod.Status.StartTime, FinishedAt: now}}}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("recording its Pod's end: %w", err)
+	}
+	var fresh batchv1.Job
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted while it ran: its Pod is orphaned, as in a cluster
+		}
+		return err
+	}
+	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, LastProbeTime: now, LastTransitionTime: now}
+	}
+	fresh.Status.Active = 0
+	if code == 0 {
+		fresh.Status.Succeeded = 1
+		fresh.Status.CompletionTime = &now
+		fresh.Status.Conditions = append(fresh.Status.Conditions, cond(batchv1.JobSuccessCriteriaMet, "CompletionsReached"),
+			cond(batchv1.JobComplete, "CompletionsReached"))
+	} else {
+		fresh.Status.Failed = 1
+		fresh.Status.Conditions = append(fresh.Status.Conditions, cond(batchv1.JobFailureTarget, "BackoffLimitExceeded"),
+			cond(batchv1.JobFailed, "BackoffLimitExceeded"))
+	}
+	if err := c.Status().Update(ctx, &fresh); err != nil {
+		return fmt.Errorf("recording its end: %w", err)
+	}
+	return nil
+}
