@@ -1,9 +1,13 @@
 package cli
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +18,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
 	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -121,3 +130,144 @@ func clusterExitCode(err error) (int, bool) {
 // stamps the object's creation time too; neither is trusted for more than
 // audit.
 func clusterNow(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
+
+// clusterResources are the PtahSchema and PtahMigration resources of the
+// namespace that names selects (all of them when it is empty; a name may
+// be Kind/name), refusing a name that selects none.
+func (c *cluster) resources(ctx context.Context, names []string) ([]runner.Resource, error) {
+	var out []runner.Resource
+	found := map[string]bool{}
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+		objs, err := c.store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			if len(names) > 0 {
+				var hit bool
+				for _, n := range []string{obj.Name, obj.Kind + "/" + obj.Name} {
+					if slices.Contains(names, n) {
+						found[n], hit = true, true
+					}
+				}
+				if !hit {
+					continue
+				}
+			}
+			meta := metav1.ObjectMeta{Name: obj.Name, Namespace: obj.Namespace}
+			if kind == api.KindPtahMigration {
+				out = append(out, runner.Resource{Migration: &api.PtahMigration{
+					TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: kind}, ObjectMeta: meta}})
+			} else {
+				out = append(out, runner.Resource{Schema: &api.PtahSchema{
+					TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: kind}, ObjectMeta: meta}})
+			}
+		}
+	}
+	for _, n := range names {
+		if !found[n] {
+			return nil, fmt.Errorf("%w: no PtahSchema or PtahMigration %q in namespace %s", runner.ErrNotRegistered, n, c.namespace)
+		}
+	}
+	return out, nil
+}
+
+// runPlanCluster shows the plans ptah serve published for the resources:
+// in a cluster nothing is computed here, the manager plans.
+func (a *app) runPlanCluster(ctx context.Context, o planOptions) error {
+	if o.NoPublish || o.Baseline != "" || o.DevURL != "" {
+		return usageErrorf("with --cluster, plan shows what ptah serve published: --no-publish, --baseline and --dev-url are local mode's")
+	}
+	c, err := a.openCluster(ctx)
+	if err != nil {
+		return err
+	}
+	if err := runner.FenceStore(ctx, c.store); err != nil {
+		return err
+	}
+	resources, err := c.resources(ctx, o.Names)
+	if err != nil {
+		return err
+	}
+	var results []planResult
+	for _, res := range resources {
+		r, err := publishedIn(ctx, c.store, c.namespace, res)
+		if err != nil {
+			return fmt.Errorf("reading the plan of %s %s: %w", res.Kind(), res.Name(), err)
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		_, err := fmt.Fprintf(a.stdout, "No PtahSchema or PtahMigration in namespace %s.\n", c.namespace)
+		return err
+	}
+	return a.showPlans(results, o)
+}
+
+// publishedIn is res's current plan as st records it, ready to render. A
+// stored plan that no longer matches its fingerprint is refused, not shown.
+func publishedIn(ctx context.Context, st store.Store, ns string, res runner.Resource) (planResult, error) {
+	r := planResult{Resource: &config.Resource{Schema: res.Schema, Migration: res.Migration}}
+	obj, err := st.Get(ctx, res.Kind(), ns, res.Name())
+	if err != nil {
+		return r, err
+	}
+	current := func(kind string, ref *api.PlanReference, spec any) (*store.Object, error) {
+		if ref == nil {
+			return nil, nil
+		}
+		p, err := st.Get(ctx, kind, ns, ref.Name)
+		if errors.Is(err, store.ErrNotFound) || err == nil && p.UID != ref.UID {
+			return nil, fmt.Errorf("%w: plan %s was replaced since the status named it; run the command again", runner.ErrPlanNotCurrent, ref.Name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(p.Spec, spec); err != nil {
+			return nil, fmt.Errorf("decoding plan %s: %w", p.Name, err)
+		}
+		return &p, nil
+	}
+	if res.Migration != nil {
+		var status api.PtahMigrationStatus
+		if err := decodeStored(obj.Status, &status); err != nil {
+			return r, err
+		}
+		mp := &migrationPlan{Status: &status, Versions: []api.MigrationVersion{}}
+		r.Migration = mp
+		var spec api.PtahMigrationPlanSpec
+		p, err := current(api.KindPtahMigrationPlan, status.Plan, &spec)
+		if err != nil || p == nil {
+			return r, err
+		}
+		if err := engine.VerifyMigrationPlan(engine.MigrationPlan{Name: p.Name, UID: p.UID, Spec: spec}); err != nil {
+			return r, err
+		}
+		mp.Versions, mp.HistoryFingerprint, mp.LockTimeout, mp.Baseline = spec.Versions, spec.HistoryFingerprint, spec.LockTimeout, spec.Baseline
+		r.Published = &publishedPlan{Name: p.Name, UID: p.UID, Fingerprint: spec.Fingerprint}
+		return r, nil
+	}
+	var status api.PtahSchemaStatus
+	if err := decodeStored(obj.Status, &status); err != nil {
+		return r, err
+	}
+	r.Status, r.Plan = &status, &postgres.Plan{}
+	var spec api.PtahSchemaPlanSpec
+	p, err := current(api.KindPtahSchemaPlan, status.Plan, &spec)
+	if err != nil || p == nil {
+		return r, err
+	}
+	if err := engine.VerifyPlan(engine.Plan{Name: p.Name, UID: p.UID, Spec: spec}); err != nil {
+		return r, err
+	}
+	r.Plan = runner.ToPlan(spec)
+	r.Published = &publishedPlan{Name: p.Name, UID: p.UID, Fingerprint: spec.Fingerprint}
+	return r, nil
+}
+
+func decodeStored(raw []byte, into any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw, into)
+}

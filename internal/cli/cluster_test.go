@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -44,11 +45,11 @@ func publishInCluster(t *testing.T, e *kubetest.Env, ns string) (*api.PtahSchema
 	return s, p
 }
 
-// TestClusterApproveAndStatus runs ptah approve and ptah status as a person
+// TestClusterPlanApproveAndStatus runs ptah plan, approve and status as a person
 // would, against a real API server with ptah's CRDs, RBAC roles and
 // admission policies: the approval records the authenticated user, and
 // the refusals get their exit codes.
-func TestClusterApproveAndStatus(t *testing.T) {
+func TestClusterPlanApproveAndStatus(t *testing.T) {
 	e, err := kubetest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +62,11 @@ func TestClusterApproveAndStatus(t *testing.T) {
 	alice := e.Kubeconfig(t, "alice")
 	eve := e.Kubeconfig(t, "eve") // no role here
 	_, plan := publishInCluster(t, e, ns)
+	// Not runPtah: it makes every plan --no-publish, for its fake engine.
 	inCluster := func(kubeconfig string, args ...string) result {
-		return runPtah(t, nil, append(args, "--cluster", "--kubeconfig", kubeconfig, "-n", ns)...)
+		var stdout, stderr bytes.Buffer
+		code := newApp(&stdout, &stderr).run(context.Background(), append(args, "--cluster", "--kubeconfig", kubeconfig, "-n", ns))
+		return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
 
 	if r := runPtah(t, nil, "serve", "--kubeconfig", filepath.Join(t.TempDir(), "missing")); r.code != ExitCluster {
@@ -83,9 +87,21 @@ func TestClusterApproveAndStatus(t *testing.T) {
 	if r := inCluster(alice, "approve", "3f6c0c8e-1b7e-4c55-9d2a-6f1f1c9a0b11"); r.code != ExitNoSuchPlan {
 		t.Errorf("an unknown UID: exit %d, %s; want %d", r.code, r.stderr, ExitNoSuchPlan)
 	}
+	// The plan a reviewer approves, as ptah serve published it.
+	r := inCluster(alice, "plan", "-o", "json", "--detailed-exitcode")
+	if r.code != ExitChanges || !strings.Contains(r.stdout, string(plan.UID)) || !strings.Contains(r.stdout, plan.Spec.Fingerprint) ||
+		!strings.Contains(r.stdout, "CREATE TABLE t (id bigint)") {
+		t.Errorf("plan --cluster -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := inCluster(alice, "plan", "app"); r.code != ExitOK || !strings.Contains(r.stdout, "CREATE TABLE t") || !strings.Contains(r.stdout, string(plan.UID)) {
+		t.Errorf("plan --cluster: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := inCluster(alice, "plan", "--no-publish"); r.code != ExitUsage {
+		t.Errorf("plan --cluster --no-publish: exit %d, %s; want a usage error", r.code, r.stderr)
+	}
 	// The admission policy takes a moment to load: until it does, nothing
 	// above depended on it, and alice's own approval is admitted either way.
-	r := inCluster(alice, "approve", string(plan.UID), "--fingerprint", plan.Spec.Fingerprint, "--reason", "CHG-1", "-o", "json")
+	r = inCluster(alice, "approve", string(plan.UID), "--fingerprint", plan.Spec.Fingerprint, "--reason", "CHG-1", "-o", "json")
 	if r.code != ExitOK {
 		t.Fatalf("approve: exit %d\n%s", r.code, r.stderr)
 	}

@@ -229,7 +229,8 @@ func exitCode(err error) int {
 // lists; a test holds them to every exit code the end-to-end scripts see.
 var commandCodes = map[string][]int{
 	"plan": {ExitOK, ExitInternal, ExitChanges, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported,
-		ExitDevDatabase, ExitScope, ExitBlocked, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource, ExitInterrupted},
+		ExitDevDatabase, ExitScope, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource,
+		ExitCluster, ExitForbidden, ExitInterrupted},
 	"apply": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported, ExitDevDatabase,
 		ExitScope, ExitAwaitingApproval, ExitBlocked, ExitApplyFailed, ExitFutureState, ExitState, ExitObserveTimeout, ExitSource,
 		ExitInterrupted},

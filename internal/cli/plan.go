@@ -110,6 +110,10 @@ Environment: PTAH_FILE, PTAH_OUTPUT, PTAH_DEV_URL, PTAH_DETAILED_EXITCODE,
 PTAH_NO_PUBLISH stand for the flags. The target's URL comes from the resource
 (spec.target.urlFrom), never from a flag.
 
+With --cluster, plan computes nothing: it shows the plan ptah serve
+published for each of the namespace's resources (-n, else the kubeconfig
+context's), checked against its fingerprint, in the same output shapes.
+
 `
 
 const planExample = `  # Plan every resource of ./ptah.yaml; the URL comes from spec.target.urlFrom
@@ -144,6 +148,11 @@ func (a *app) newPlanCmd() *cobra.Command {
 			opts, err := a.planOptions(args)
 			if err != nil {
 				return err
+			}
+			if inCluster, err := a.clusterMode(); err != nil {
+				return err
+			} else if inCluster {
+				return a.runPlanCluster(cmd.Context(), opts)
 			}
 			return a.runPlan(cmd.Context(), opts)
 		},
@@ -298,6 +307,12 @@ func (a *app) runPlan(ctx context.Context, o planOptions) error {
 		return err
 	}
 
+	return a.showPlans(results, o)
+}
+
+// showPlans renders the plans, then says how the command ends: blocked
+// resources, and with --detailed-exitcode, changes.
+func (a *app) showPlans(results []planResult, o planOptions) error {
 	if err := a.render(o.Output, results); err != nil {
 		return fmt.Errorf("writing the plan: %w", err)
 	}

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
-	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -217,26 +213,9 @@ func (a *app) runStatusCluster(ctx context.Context, o statusOptions) error {
 	if err := runner.FenceStore(ctx, c.store); err != nil {
 		return err
 	}
-	var resources []runner.Resource
-	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
-		objs, err := c.store.List(ctx, store.ListOptions{Kind: kind, MetadataOnly: true})
-		if err != nil {
-			return err
-		}
-		for _, obj := range objs {
-			if len(o.Names) > 0 && !slices.Contains(o.Names, obj.Name) && !slices.Contains(o.Names, obj.Kind+"/"+obj.Name) {
-				continue
-			}
-			meta := metav1.ObjectMeta{Name: obj.Name, Namespace: obj.Namespace}
-			if kind == api.KindPtahMigration {
-				resources = append(resources, runner.Resource{Migration: &api.PtahMigration{ObjectMeta: meta}})
-			} else {
-				resources = append(resources, runner.Resource{Schema: &api.PtahSchema{ObjectMeta: meta}})
-			}
-		}
-	}
-	if len(o.Names) > 0 && len(resources) < len(o.Names) {
-		return fmt.Errorf("%w: not every name given is a PtahSchema or PtahMigration in namespace %s", runner.ErrNotRegistered, c.namespace)
+	resources, err := c.resources(ctx, o.Names)
+	if err != nil {
+		return err
 	}
 	out := statusOutput{Items: []statusItem{}}
 	for _, res := range resources {
