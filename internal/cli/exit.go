@@ -236,7 +236,7 @@ var commandCodes = map[string][]int{
 		ExitInterrupted},
 	"approve": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitPlanMismatch,
 		ExitFutureState, ExitState, ExitCluster, ExitForbidden, ExitInterrupted},
-	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitCluster, ExitForbidden, ExitInterrupted},
+	"status":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitNoSuchPlan, ExitFutureState, ExitState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
