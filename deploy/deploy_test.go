@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ptah-run/ptah/deploy"
 	"github.com/ptah-run/ptah/internal/kubetest"
@@ -38,9 +36,6 @@ var controllerGen = []string{"run", "sigs.k8s.io/controller-tools/cmd/controller
 // into a temporary folder and compares: a type changed without make
 // generate fails here, not in a cluster.
 func TestGeneratedFilesAreCurrent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds controller-gen")
-	}
 	out := t.TempDir()
 	root, _ := filepath.Abs("..")
 	run := func(args ...string) {
@@ -76,24 +71,13 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // crds reads the embedded CRDs by kind.
 func crds(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	out := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	err := fs.WalkDir(deploy.CRDs(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(deploy.CRDs(), path)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(b, &crd); err != nil {
-			return err
-		}
-		out[crd.Spec.Names.Kind] = &crd
-		return nil
-	})
+	list, err := deploy.ReadCRDs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	out := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, crd := range list {
+		out[crd.Spec.Names.Kind] = crd
 	}
 	return out
 }

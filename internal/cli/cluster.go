@@ -172,20 +172,27 @@ func (c *cluster) resources(ctx context.Context, names []string) ([]runner.Resou
 	return out, nil
 }
 
+// clusterSelection connects to the cluster, fences its stored state and
+// selects the resources names name (all of the namespace's when none).
+func (a *app) clusterSelection(ctx context.Context, names []string) (*cluster, []runner.Resource, error) {
+	c, err := a.openCluster(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := runner.FenceStore(ctx, c.store); err != nil {
+		return nil, nil, err
+	}
+	resources, err := c.resources(ctx, names)
+	return c, resources, err
+}
+
 // runPlanCluster shows the plans ptah serve published for the resources:
 // in a cluster nothing is computed here, the manager plans.
 func (a *app) runPlanCluster(ctx context.Context, o planOptions) error {
 	if o.NoPublish || o.Baseline != "" || o.DevURL != "" {
 		return usageErrorf("with --cluster, plan shows what ptah serve published: --no-publish, --baseline and --dev-url are local mode's")
 	}
-	c, err := a.openCluster(ctx)
-	if err != nil {
-		return err
-	}
-	if err := runner.FenceStore(ctx, c.store); err != nil {
-		return err
-	}
-	resources, err := c.resources(ctx, o.Names)
+	c, resources, err := a.clusterSelection(ctx, o.Names)
 	if err != nil {
 		return err
 	}

@@ -206,14 +206,7 @@ func storedItem(rep runner.Report) statusItem {
 // namespace. A cluster has no lease rows or writer sessions to show: its
 // runs are Jobs.
 func (a *app) runStatusCluster(ctx context.Context, o statusOptions) error {
-	c, err := a.openCluster(ctx)
-	if err != nil {
-		return err
-	}
-	if err := runner.FenceStore(ctx, c.store); err != nil {
-		return err
-	}
-	resources, err := c.resources(ctx, o.Names)
+	c, resources, err := a.clusterSelection(ctx, o.Names)
 	if err != nil {
 		return err
 	}

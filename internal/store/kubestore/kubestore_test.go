@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ptah-run/ptah/deploy"
 	"github.com/ptah-run/ptah/internal/kubetest"
@@ -38,28 +36,8 @@ func TestMain(m *testing.M) {
 	kubetest.Main(m, kubetest.WithCRDs(crds...))
 }
 
-func readCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	var out []*apiextensionsv1.CustomResourceDefinition
-	err := fs.WalkDir(deploy.CRDs(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(deploy.CRDs(), path)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(b, crd); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, crd)
-		return nil
-	})
-	return out, err
-}
-
 func permissiveCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	crds, err := readCRDs()
+	crds, err := deploy.ReadCRDs()
 	if err != nil {
 		return nil, err
 	}
