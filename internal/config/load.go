@@ -255,6 +255,18 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 		}
 		return nil, errs
 	}
+	var source *v1alpha1.ConfigMapSource
+	if r.Schema != nil {
+		source = r.Schema.Spec.Source.ConfigMap
+	} else {
+		source = r.Migration.Spec.Source.ConfigMap
+	}
+	for _, fe := range v1alpha1.ClusterOnly(r.Target(), source) {
+		errs = append(errs, &Error{File: path, Line: lineOf(root, fe.Field), Resource: r.Ref(), Err: &fe})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	return r, nil
 }
 

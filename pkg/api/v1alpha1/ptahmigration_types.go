@@ -46,6 +46,8 @@ type PtahMigrationSpec struct {
 	// Policy says when a plan may be applied.
 	// +optional
 	Policy MigrationPolicy `json:"policy,omitempty"`
+	// Schedule is how often ptah serve looks again, and whether it may.
+	Schedule `json:",inline"`
 }
 
 // MigrationLayout is how the files of a migration directory are named.
@@ -73,8 +75,11 @@ var MigrationLayouts = []MigrationLayout{LayoutNative, LayoutGolangMigrate, Layo
 type MigrationSource struct {
 	// Path is a directory of versioned .sql files, relative to the
 	// document's file, run in version order.
-	// +kubebuilder:validation:MinLength=1
-	Path string `json:"path"`
+	// +optional
+	Path string `json:"path,omitempty"`
+	// ConfigMap holds the versioned files as keys (ptah serve only).
+	// +optional
+	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
 	// Layout is how the files are named; empty: detected.
 	// +optional
 	Layout MigrationLayout `json:"layout,omitempty"`

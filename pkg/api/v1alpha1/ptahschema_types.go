@@ -53,6 +53,22 @@ type PtahSchemaSpec struct {
 	// Policy says when a plan may be applied.
 	// +optional
 	Policy Policy `json:"policy,omitempty"`
+	// Schedule is how often ptah serve looks again, and whether it may.
+	Schedule `json:",inline"`
+}
+
+// Schedule is what ptah serve reads of a resource's spec to know when to
+// look again; local mode runs when it is asked to and ignores it.
+type Schedule struct {
+	// Interval is how often ptah serve observes the database again once
+	// it is in sync (a Go duration, at least 30s).
+	// +kubebuilder:default="5m"
+	// +optional
+	Interval string `json:"interval,omitempty"`
+	// Suspend stops ptah serve from starting anything new for the
+	// resource; a run already dispatched is still accounted for.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // EnginePostgres is the only engine so far.
@@ -92,14 +108,38 @@ type URLSource struct {
 	// relative to the document's file.
 	// +optional
 	File string `json:"file,omitempty"`
+	// SecretKeyRef is a key of a Secret in the resource's namespace (ptah
+	// serve only): the Job that reads the database gets it as an
+	// environment variable, and the manager never reads it.
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
 }
 
-// Source is where the declared schema lives.
+// SecretKeyRef names one key of a Secret in the resource's namespace.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// ConfigMapSource names a ConfigMap in the resource's namespace whose keys
+// are the source's file names (ptah serve only).
+type ConfigMapSource struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// Source is where the declared schema lives: exactly one of its fields.
 type Source struct {
 	// Path is a directory of *.sql files, loaded in lexical order, relative
 	// to the document's file.
-	// +kubebuilder:validation:MinLength=1
-	Path string `json:"path"`
+	// +optional
+	Path string `json:"path,omitempty"`
+	// ConfigMap holds the *.sql files as keys, loaded in lexical order
+	// (ptah serve only).
+	// +optional
+	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
 }
 
 // ApplyPolicy says when a plan may be applied.

@@ -70,9 +70,8 @@ func (s *PtahSchema) Validate() error {
 	errs.object(s.TypeMeta, s.ObjectMeta, KindPtahSchema)
 	errs.target(s.Spec.Target)
 
-	if s.Spec.Source.Path == "" {
-		errs.add("spec.source.path", "required: a directory of .sql files")
-	}
+	errs.source(s.Spec.Source.Path, s.Spec.Source.ConfigMap, "a directory of .sql files")
+	errs.schedule(s.Spec.Schedule)
 
 	seen := map[string]bool{}
 	for i, name := range s.Spec.Schemas {
@@ -103,9 +102,8 @@ func (m *PtahMigration) Validate() error {
 	errs.target(m.Spec.Target)
 
 	src := m.Spec.Source
-	if src.Path == "" {
-		errs.add("spec.source.path", "required: a directory of versioned .sql files")
-	}
+	errs.source(src.Path, src.ConfigMap, "a directory of versioned .sql files")
+	errs.schedule(m.Spec.Schedule)
 	if src.Layout != LayoutDetect && !slices.Contains(MigrationLayouts, src.Layout) {
 		errs.add("spec.source.layout", "%q is not one of %s; leave it out to detect the layout from the file names",
 			src.Layout, joinStrings(MigrationLayouts))
@@ -190,15 +188,80 @@ func (e *fieldErrors) target(t Target) {
 		e.add("spec.target", "url and urlFrom are mutually exclusive")
 	case t.URLFrom != nil:
 		f := t.URLFrom
+		set := 0
+		for _, s := range []bool{f.Env != "", f.File != "", f.SecretKeyRef != nil} {
+			if s {
+				set++
+			}
+		}
 		switch {
-		case f.Env == "" && f.File == "":
-			e.add("spec.target.urlFrom", "one of env and file is required")
-		case f.Env != "" && f.File != "":
-			e.add("spec.target.urlFrom", "env and file are mutually exclusive")
+		case set == 0:
+			e.add("spec.target.urlFrom", "one of env, file and secretKeyRef is required")
+		case set > 1:
+			e.add("spec.target.urlFrom", "env, file and secretKeyRef are mutually exclusive")
 		case f.Env != "" && !envVarName.MatchString(f.Env):
 			e.add("spec.target.urlFrom.env", "%q is not a valid environment variable name", f.Env)
+		case f.SecretKeyRef != nil && (f.SecretKeyRef.Name == "" || f.SecretKeyRef.Key == ""):
+			e.add("spec.target.urlFrom.secretKeyRef", "both name and key are required")
 		}
 	}
+}
+
+// source checks that exactly one of spec.source's places is named.
+func (e *fieldErrors) source(path string, cm *ConfigMapSource, what string) {
+	switch {
+	case path == "" && cm == nil:
+		e.add("spec.source.path", "required: %s (or, for ptah serve, spec.source.configMap)", what)
+	case path != "" && cm != nil:
+		e.add("spec.source", "path and configMap are mutually exclusive")
+	case cm != nil && cm.Name == "":
+		e.add("spec.source.configMap.name", "required: the ConfigMap whose keys are the files")
+	}
+}
+
+// MinInterval is the shortest spec.interval: a database is not observed
+// more often than this.
+const MinInterval = 30 * time.Second
+
+// DefaultInterval is spec.interval when it is empty.
+const DefaultInterval = 5 * time.Minute
+
+func (e *fieldErrors) schedule(s Schedule) {
+	if s.Interval == "" {
+		return
+	}
+	d, err := time.ParseDuration(s.Interval)
+	switch {
+	case err != nil:
+		e.add("spec.interval", "%q is not a duration (write it like 5m or 90s)", s.Interval)
+	case d < MinInterval:
+		e.add("spec.interval", "%s is shorter than the minimum %s", s.Interval, MinInterval)
+	}
+}
+
+// IntervalDuration is the schedule's interval, DefaultInterval when empty
+// or invalid (Validate reports the latter).
+func (s Schedule) IntervalDuration() time.Duration {
+	d, err := time.ParseDuration(s.Interval)
+	if err != nil || d < MinInterval {
+		return DefaultInterval
+	}
+	return d
+}
+
+// ClusterOnly lists the fields of spec that only ptah serve reads (a
+// Secret, a ConfigMap): local mode refuses them by name.
+func ClusterOnly(t Target, configMap *ConfigMapSource) []FieldError {
+	var out []FieldError
+	if t.URLFrom != nil && t.URLFrom.SecretKeyRef != nil {
+		out = append(out, FieldError{Field: "spec.target.urlFrom.secretKeyRef",
+			Detail: "a Secret is read by ptah serve in a cluster; from a file, use urlFrom.env or urlFrom.file"})
+	}
+	if configMap != nil {
+		out = append(out, FieldError{Field: "spec.source.configMap",
+			Detail: "a ConfigMap is read by ptah serve in a cluster; from a file, use spec.source.path"})
+	}
+	return out
 }
 
 // policy checks spec.policy.apply and spec.policy.lockTimeout, which both
