@@ -69,7 +69,7 @@ func TestClusterPlanApproveAndStatus(t *testing.T) {
 		return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
 
-	if r := runPtah(t, nil, "serve", "--kubeconfig", filepath.Join(t.TempDir(), "missing")); r.code != ExitCluster {
+	if r := runPtah(t, nil, "serve", "--job-image", "ptah:dev", "--kubeconfig", filepath.Join(t.TempDir(), "missing")); r.code != ExitCluster {
 		t.Errorf("serve with a missing kubeconfig: exit %d, %s; want %d", r.code, r.stderr, ExitCluster)
 	}
 	if r := runPtah(t, nil, "status", "-n", ns); r.code != ExitUsage || !strings.Contains(r.stderr, "--cluster") {

@@ -25,12 +25,18 @@ at --deadline. The result (operation, plan digest, outcome, the first line
 of any error; never SQL) is written to --termination-log, at most 4 KiB,
 for the manager to read; the run's journal in the database holds the rest.
 
-So far ptah exec runs PtahSchema plans.
+The request is one of three tasks. An apply runs a claimed plan. A reading
+(observe, rederive) reads the database and the declared files (mounted from
+the resource's ConfigMap in --source-dir) and returns the bindings; an
+observe with statements to run hands them back in a plan object it creates
+with the ServiceAccount token in --api-credentials, which the manager checks,
+reads and deletes. So far ptah exec serves the PtahSchema family.
 
 `
 
 type execOptions struct {
 	Operation, PlanDigest, PlanDir, TerminationLog string
+	SourceDir, APICredentials                      string
 	Deadline                                       time.Time
 }
 
@@ -44,7 +50,7 @@ func (a *app) newExecCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := a.settings
 			o := execOptions{Operation: s.String("operation"), PlanDigest: s.String("plan-digest"), PlanDir: s.String("plan-dir"),
-				TerminationLog: s.String("termination-log")}
+				TerminationLog: s.String("termination-log"), SourceDir: s.String("source-dir"), APICredentials: s.String("api-credentials")}
 			for _, k := range []string{"operation", "plan-digest", "plan-dir", "deadline"} {
 				if s.String(k) == "" {
 					return usageErrorf("--%s is required", k)
@@ -64,6 +70,8 @@ func (a *app) newExecCmd() *cobra.Command {
 	f.String("plan-dir", "", "the folder holding the plan's parts")
 	f.String("deadline", "", "the run's absolute deadline (RFC 3339)")
 	f.String("termination-log", controller.TerminationMessagePath, "where to write the result")
+	f.String("source-dir", "", "the folder holding the declared files (a reading)")
+	f.String("api-credentials", "", "the folder holding the ServiceAccount token a reading hands its statements back with")
 	return cmd
 }
 
@@ -72,8 +80,16 @@ func (a *app) runExec(ctx context.Context, o execOptions) error {
 	if url == "" {
 		return fmt.Errorf("%w: %s is not set: the Job's Pod gets the URL from the resource's Secret key", errClusterConfig, controller.EnvDatabaseURL)
 	}
-	res, err := controller.Exec(ctx, controller.ExecRun{OperationID: o.Operation, PlanDigest: o.PlanDigest,
-		Parts: os.DirFS(o.PlanDir), Deadline: o.Deadline, DatabaseURL: url})
+	run := controller.ExecRun{OperationID: o.Operation, PlanDigest: o.PlanDigest,
+		Parts: os.DirFS(o.PlanDir), Deadline: o.Deadline, DatabaseURL: url, SourceDir: o.SourceDir, Version: versionString()}
+	if o.APICredentials != "" {
+		st, err := controller.RecordsFromCredentials(o.APICredentials)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errClusterConfig, err)
+		}
+		run.Records = st
+	}
+	res, err := controller.Exec(ctx, run)
 	if werr := os.WriteFile(o.TerminationLog, res.Encode(), 0o644); werr != nil && err == nil {
 		err = fmt.Errorf("writing the result to %s: %w", o.TerminationLog, werr)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,8 @@ type serveOptions struct {
 	MetricsAddr         string
 	ProbeAddr           string
 	kubeconfig, context string
+	image               string
+	runTimeout          time.Duration
 }
 
 func (a *app) newServeCmd() *cobra.Command {
@@ -59,7 +62,14 @@ func (a *app) newServeCmd() *cobra.Command {
 			}
 			o := serveOptions{LeaderElect: le, LeaderElectionNS: s.String("leader-election-namespace"),
 				MetricsAddr: s.String("metrics-bind-address"), ProbeAddr: s.String("health-probe-bind-address"),
-				kubeconfig: s.String("kubeconfig"), context: s.String("context")}
+				kubeconfig: s.String("kubeconfig"), context: s.String("context"), image: s.String("job-image")}
+			if o.image == "" {
+				return usageErrorf("--job-image is required: the image whose ptah runs the Jobs (the manager's own; deploy/manager sets it)")
+			}
+			var err2 error
+			if o.runTimeout, err2 = s.Duration("run-timeout"); err2 != nil {
+				return err2
+			}
 			return a.runServe(cmd.Context(), o)
 		},
 	}
@@ -68,6 +78,8 @@ func (a *app) newServeCmd() *cobra.Command {
 	f.String("leader-election-namespace", "", "the namespace of the election's Lease (default: the Pod's own)")
 	f.String("metrics-bind-address", ":8080", `where to serve Prometheus metrics ("0": nowhere)`)
 	f.String("health-probe-bind-address", ":8081", `where to serve /healthz and /readyz ("0": nowhere)`)
+	f.String("job-image", "", "the image of the Jobs that read and change the databases (ptah itself)")
+	f.Duration("run-timeout", time.Hour, "an apply's absolute deadline, from its claim")
 	return cmd
 }
 
@@ -78,7 +90,7 @@ func (a *app) runServe(ctx context.Context, o serveOptions) error {
 	}
 	return controller.Run(ctx, controller.Options{Config: cfg, LeaderElection: o.LeaderElect,
 		LeaderElectionNamespace: o.LeaderElectionNS, MetricsAddr: o.MetricsAddr, ProbeAddr: o.ProbeAddr,
-		Logger: slog.New(slog.NewJSONHandler(a.stderr, nil)), Version: versionString()})
+		Logger: slog.New(slog.NewJSONHandler(a.stderr, nil)), Version: versionString(), Image: o.image, RunTimeout: o.runTimeout})
 }
 
 // serveConfig is the Pod's ServiceAccount in a cluster, else the kubeconfig.

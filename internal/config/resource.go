@@ -142,14 +142,28 @@ func (r *Resource) SQLFiles() ([]SQLFile, error) {
 		return nil, fmt.Errorf("%s: SQLFiles reads the files of a %s; a %s's are read as a versioned sequence",
 			r.Ref(), v1alpha1.KindPtahSchema, r.Kind())
 	}
-	dir := r.SourceDir()
+	files, err := ReadSQLDir(r.SourceDir())
+	if err != nil {
+		return nil, r.errorf("spec.source.path", "%w", err)
+	}
+	return files, nil
+}
+
+// ErrNoSQLFiles: a source directory holds no declared file.
+var ErrNoSQLFiles = errors.New("no .sql files")
+
+// ReadSQLDir reads the *.sql files of dir in lexical order, each named by
+// its path. Subdirectories are not read, nor dot-files (editor lock and
+// backup files, and a mounted ConfigMap's own bookkeeping), so what loads
+// is exactly what `ls dir/*.sql` shows; links to files are followed.
+func ReadSQLDir(dir string) ([]SQLFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, r.errorf("spec.source.path", "cannot read directory %s: %w", dir, err)
+		return nil, fmt.Errorf("cannot read directory %s: %w", dir, err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -164,7 +178,7 @@ func (r *Resource) SQLFiles() ([]SQLFile, error) {
 		names = append(names, name)
 	}
 	if len(names) == 0 {
-		return nil, r.errorf("spec.source.path", "directory %s has no .sql files", dir)
+		return nil, fmt.Errorf("directory %s has %w", dir, ErrNoSQLFiles)
 	}
 	sort.Strings(names) // ReadDir sorts already; lexical order is the contract
 	files := make([]SQLFile, 0, len(names))
@@ -172,7 +186,7 @@ func (r *Resource) SQLFiles() ([]SQLFile, error) {
 		p := filepath.Join(dir, name)
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, r.errorf("spec.source.path", "reading %s: %w", p, err)
+			return nil, fmt.Errorf("reading %s: %w", p, err)
 		}
 		files = append(files, SQLFile{Name: p, SQL: string(data)})
 	}

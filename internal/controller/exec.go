@@ -6,28 +6,60 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Payload is what a Job's Pod receives as its plan (split into parts, see
-// SplitPlan): the plan instance the operation claimed, and what the writer
-// records it under.
+// Tasks a Job's Pod carries out.
+const (
+	// TaskApply runs a claimed plan (the default).
+	TaskApply = "apply"
+	// TaskObserve reads the database and the declared files and returns
+	// the bindings, and the statements in a transport plan object.
+	TaskObserve = "observe"
+	// TaskRederive reads them again for a claim, under its lease, and
+	// returns the bindings alone.
+	TaskRederive = "rederive"
+)
+
+// Payload is what a Job's Pod receives as its request (split into parts,
+// see SplitPlan): for an apply, the plan instance the operation claimed
+// and what the writer records it under; for a reading, the resource.
 type Payload struct {
 	OperationID string `json:"operationID"`
+	// Task is one of the Task constants; empty: TaskApply.
+	Task string `json:"task,omitempty"`
 	// Resource is the PtahSchema's name; CoordinationDigest names the
 	// database lease the writer takes.
 	Resource           string              `json:"resource"`
-	CoordinationDigest string              `json:"coordinationDigest"`
-	Plan               api.ObjectReference `json:"plan"`
+	Namespace          string              `json:"namespace,omitempty"`
+	ResourceUID        string              `json:"resourceUID,omitempty"`
+	CoordinationDigest string              `json:"coordinationDigest,omitempty"`
+	Plan               api.ObjectReference `json:"plan,omitempty"`
 	// Schema is the plan's spec, whose fingerprint is checked before
-	// anything runs.
+	// anything runs (TaskApply).
 	Schema *api.PtahSchemaPlanSpec `json:"schema,omitempty"`
+	// SchemaSpec is the resource's spec (TaskObserve, TaskRederive).
+	SchemaSpec *api.PtahSchemaSpec `json:"schemaSpec,omitempty"`
+}
+
+func (p Payload) task() string {
+	if p.Task == "" {
+		return TaskApply
+	}
+	return p.Task
 }
 
 // MaxResultBytes bounds the result ptah exec writes: a termination message
@@ -51,6 +83,19 @@ type Result struct {
 	Outcome     string `json:"outcome"`
 	// Message is the first line of what went wrong, cut to fit.
 	Message string `json:"message,omitempty"`
+	// Observation is what a reading found (TaskObserve, TaskRederive).
+	Observation *ObservationResult `json:"observation,omitempty"`
+}
+
+// ObservationResult is a reading's answer: its bindings, and for
+// TaskObserve with statements to run, the transport plan object that
+// holds them (a plan can be megabytes; a result holds 4 KiB). The manager
+// checks the object against these bindings and its fingerprint, reads it,
+// publishes its own plan from it, and deletes it.
+type ObservationResult struct {
+	Bindings   api.Bindings         `json:"bindings"`
+	Statements int                  `json:"statements"`
+	Transport  *api.ObjectReference `json:"transport,omitempty"`
 }
 
 // Encode returns the result's JSON, its message cut so that the whole
@@ -75,6 +120,13 @@ type ExecRun struct {
 	// stopped on the database server's clock when it passes.
 	Deadline    time.Time
 	DatabaseURL string
+	// SourceDir holds the declared files (a reading's task).
+	SourceDir string
+	// Records is where a reading publishes its transport plan object
+	// (TaskObserve): the API, as the planner's ServiceAccount.
+	Records store.Store
+	// Version is this ptah's version, bound into the readings.
+	Version string
 }
 
 // ErrRefused wraps why ptah exec ran nothing.
@@ -102,6 +154,10 @@ func Exec(ctx context.Context, run ExecRun) (Result, error) {
 	switch {
 	case p.OperationID != run.OperationID:
 		return refuse(fmt.Errorf("the plan was dispatched for operation %q, not %q", p.OperationID, run.OperationID))
+	case p.task() == TaskObserve || p.task() == TaskRederive:
+		return observe(ctx, run, p, res)
+	case p.task() != TaskApply:
+		return refuse(fmt.Errorf("task %q is not one this ptah runs", p.Task))
 	case p.Schema == nil:
 		return refuse(errors.New("the payload holds no plan this ptah runs"))
 	}
@@ -131,4 +187,25 @@ func Exec(ctx context.Context, run ExecRun) (Result, error) {
 		runErr = err
 	}
 	return res, runErr
+}
+
+// RecordsFromCredentials is the API as the Pod's ServiceAccount, from
+// the token and CA certificate mounted in dir (as rest.InClusterConfig
+// reads them, from a folder given rather than fixed).
+func RecordsFromCredentials(dir string) (store.Store, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: not in a Pod")
+	}
+	cfg := &rest.Config{Host: "https://" + net.JoinHostPort(host, port), BearerTokenFile: filepath.Join(dir, "token"),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(dir, "ca.crt")}}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("reaching the API server: %w", err)
+	}
+	return kubestore.New(c), nil
 }

@@ -38,6 +38,15 @@ const (
 	EnvDatabaseURL = "PTAH_DATABASE_URL"
 	// LabelOperation marks the Job and the ConfigMaps of one operation.
 	LabelOperation = "ptah.run/operation"
+	// LabelResourceUID marks the Jobs of one resource.
+	LabelResourceUID = "ptah.run/resource-uid"
+	// SourceMountPath is where a reading's Pod sees the declared files.
+	SourceMountPath = "/var/run/ptah/source"
+	// APICredentialsPath is where a Pod sees its ServiceAccount token.
+	APICredentialsPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// PlannerServiceAccount is the account of the Jobs that read: it may
+	// create plan objects in its namespace and nothing else (deploy/rbac).
+	PlannerServiceAccount = "ptah-planner"
 )
 
 // Errors of the plan transport.
@@ -121,6 +130,14 @@ type ExecRequest struct {
 	Deadline time.Time
 	Now      time.Time
 	Plan     PlanParts
+	// Task is the Payload's task, for the Job's labels.
+	Task string
+	// Source is the ConfigMap of declared files a reading mounts.
+	Source string
+	// ServiceAccount, when set, runs the Pod as that account with its
+	// token mounted (a reading that hands statements back); empty: no
+	// token at all.
+	ServiceAccount string
 }
 
 // JobName is the Job of one operation of one resource: the same request
@@ -169,11 +186,32 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
 			LocalObjectReference: corev1.LocalObjectReference{Name: PartsName(r.ResourceUID, r.OperationID, i)}}})
 	}
-	labels := map[string]string{LabelOperation: r.OperationID, "app.kubernetes.io/name": "ptah", "app.kubernetes.io/component": "run"}
+	task := r.Task
+	if task == "" {
+		task = TaskApply
+	}
+	labels := map[string]string{LabelOperation: r.OperationID, LabelResourceUID: r.ResourceUID,
+		"app.kubernetes.io/name": "ptah", "app.kubernetes.io/component": task}
+	args := []string{"exec", "--operation", r.OperationID, "--plan-digest", r.Plan.Digest,
+		"--plan-dir", PlanMountPath, "--deadline", r.Deadline.UTC().Format(time.RFC3339Nano)}
+	mounts := []corev1.VolumeMount{{Name: "plan", MountPath: PlanMountPath, ReadOnly: true}}
+	volumes := []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: sources}}}}
+	if r.Source != "" {
+		args = append(args, "--source-dir", SourceMountPath)
+		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: SourceMountPath, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: r.Source}}}})
+	}
+	automount := &f
+	if r.ServiceAccount != "" {
+		automount = &t
+		args = append(args, "--api-credentials", APICredentialsPath)
+	}
+	controller := true
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "ptah.run/v1alpha1", Kind: r.ResourceKind,
-				Name: r.ResourceName, UID: types.UID(r.ResourceUID)}}},
+				Name: r.ResourceName, UID: types.UID(r.ResourceUID), Controller: &controller}}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          &noRetry,
 			ActiveDeadlineSeconds: &active,
@@ -181,24 +219,24 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: &f,
+					ServiceAccountName:           r.ServiceAccount,
+					AutomountServiceAccountToken: automount,
 					EnableServiceLinks:           &f,
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
 						Name:  "run",
 						Image: r.Image,
-						Args: []string{"exec", "--operation", r.OperationID, "--plan-digest", r.Plan.Digest,
-							"--plan-dir", PlanMountPath, "--deadline", r.Deadline.UTC().Format(time.RFC3339Nano)},
+						Args:  args,
 						Env: []corev1.EnvVar{{Name: EnvDatabaseURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 							LocalObjectReference: corev1.LocalObjectReference{Name: r.URLSecret}, Key: r.URLKey}}}},
-						VolumeMounts:             []corev1.VolumeMount{{Name: "plan", MountPath: PlanMountPath, ReadOnly: true}},
+						VolumeMounts:             mounts,
 						TerminationMessagePath:   TerminationMessagePath,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: &t,
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
-					Volumes: []corev1.Volume{{Name: "plan", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: sources}}}},
+					Volumes: volumes,
 				},
 			},
 		},

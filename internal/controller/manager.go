@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -40,8 +43,13 @@ type Options struct {
 	MetricsAddr, ProbeAddr string
 	// Logger receives the manager's structured logs.
 	Logger *slog.Logger
-	// Version is this ptah's version, for the logs.
+	// Version is this ptah's version, for the logs and the plans.
 	Version string
+	// Image runs ptah exec in the Jobs.
+	Image string
+	// RunTimeout bounds an apply, ReadTimeout a reading (defaults: 1h,
+	// 10m).
+	RunTimeout, ReadTimeout time.Duration
 }
 
 // Scheme knows Kubernetes' built-in types, the CRD type and ptah's.
@@ -89,6 +97,11 @@ func Run(ctx context.Context, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	schemas := &SchemaReconciler{Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
+		Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute)}
+	if err := schemas.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("registering the PtahSchema reconciler: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -283,16 +283,7 @@ func (f *schemaFamily) planAndAuthorize(in PassInput) outcome {
 				"nothing runs until the declared schema or the database changes (this is a ptah defect or a declaration PostgreSQL keeps differently: please report it)",
 			a.Plan.Name, a.OperationID))
 	}
-	spec := api.PtahSchemaPlanSpec{
-		Schema:       api.ObjectReference{Name: in.Name, UID: in.UID},
-		Statements:   obs.Statements,
-		Phases:       obs.Phases,
-		LockCapacity: obs.LockCapacity,
-		Destructive:  obs.Destructive,
-		LockTimeout:  obs.LockTimeout,
-		Bindings:     obs.Bindings,
-	}
-	spec.Fingerprint = PlanFingerprint(spec)
+	spec := NewSchemaPlanSpec(api.ObjectReference{Name: in.Name, UID: in.UID}, *obs)
 	cur := f.in.CurrentPlan
 	if cur == nil || st.Plan == nil || cur.UID != st.Plan.UID || cur.Spec.Fingerprint != spec.Fingerprint {
 		f.plan = &spec
@@ -315,6 +306,29 @@ func (f *schemaFamily) planAndAuthorize(in PassInput) outcome {
 		approval = &api.ObjectReference{Name: v.Approval.Name, UID: v.Approval.UID}
 	}
 	return claim(in, rs, ref, cur.Spec.Bindings, approval, StatementsDigest(cur.Spec.Statements))
+}
+
+// NewSchemaPlanSpec is the plan of the PtahSchema schema that obs gives,
+// fingerprinted: what a pass publishes.
+func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSchemaPlanSpec {
+	spec := api.PtahSchemaPlanSpec{
+		Schema:       schema,
+		Statements:   obs.Statements,
+		Phases:       obs.Phases,
+		LockCapacity: obs.LockCapacity,
+		Destructive:  obs.Destructive,
+		LockTimeout:  obs.LockTimeout,
+		Bindings:     obs.Bindings,
+	}
+	spec.Fingerprint = PlanFingerprint(spec)
+	return spec
+}
+
+// ObservationOf is the observation a plan was published from: ptah
+// serve's reading Job carries its statements to the manager in a plan.
+func ObservationOf(spec api.PtahSchemaPlanSpec) Observation {
+	return Observation{Bindings: spec.Bindings, Statements: spec.Statements, Phases: spec.Phases,
+		LockCapacity: spec.LockCapacity, Destructive: spec.Destructive, LockTimeout: spec.LockTimeout}
 }
 
 // repeatsTheLastRun: the pass that verifies a successful run (or one that

@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,8 +92,15 @@ func (k *Kubelet) sync(ctx context.Context, t *testing.T) {
 func (k *Kubelet) runJob(ctx context.Context, job *batchv1.Job) error {
 	c := k.Env.Client
 	start := metav1.Now()
+	// The Pod carries its template's labels, and the Job's name, as the
+	// Job controller's Pods do.
+	labels := map[string]string{}
+	for k, v := range job.Spec.Template.Labels {
+		labels[k] = v
+	}
+	labels["batch.kubernetes.io/job-name"] = job.Name
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: map[string]string{"batch.kubernetes.io/job-name": job.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
@@ -168,6 +177,13 @@ func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func
 		volumes[v.Name] = host
 	}
 	mounts := map[string]string{spec.TerminationMessagePath: out.TerminationLog}
+	if a := pod.Spec.AutomountServiceAccountToken; a != nil && *a && pod.Spec.ServiceAccountName != "" {
+		host := filepath.Join(dir, "serviceaccount")
+		if err := k.mountToken(ctx, pod, host, out.Env); err != nil {
+			return fail(err)
+		}
+		mounts[serviceAccountPath] = host
+	}
 	for _, m := range spec.VolumeMounts {
 		mounts[m.MountPath] = volumes[m.Name]
 	}
@@ -194,6 +210,36 @@ func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func
 		}
 	}
 	return out, cleanup, nil
+}
+
+// serviceAccountPath is where Kubernetes mounts a Pod's token.
+const serviceAccountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// mountToken does what the kubelet does for a Pod that automounts its
+// ServiceAccount's token: a bound token from the TokenRequest API, the
+// cluster's CA certificate and the namespace in host, and the API
+// server's address in the environment.
+func (k *Kubelet) mountToken(ctx context.Context, pod *corev1.Pod, host string, env map[string]string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.ServiceAccountName, Namespace: pod.Namespace}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
+	if err := k.Env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return fmt.Errorf("a token for ServiceAccount %s: %w", sa.Name, err)
+	}
+	u, err := url.Parse(k.Env.Config.Host)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(host, 0o755); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": k.Env.Config.CAData, "namespace": []byte(pod.Namespace)} {
+		if err := os.WriteFile(filepath.Join(host, name), b, 0o444); err != nil {
+			return err
+		}
+	}
+	env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"] = u.Hostname(), u.Port()
+	return nil
 }
 
 // finish records how the container ended, as the kubelet and the Job

@@ -242,15 +242,11 @@ func (r *Runner) Fence(ctx context.Context) error {
 // are no runtime tables to read.
 // Also are further records to fence with them (a cluster's CRDs).
 func FenceStore(ctx context.Context, st store.Store, also ...engine.StoredObject) error {
-	objs, err := st.List(ctx, store.ListOptions{MetadataOnly: true})
+	_, stored, err := StoredState(ctx, st)
 	if err != nil {
-		return fmt.Errorf("scanning stored state: %w", err)
+		return err
 	}
-	stored := append(make([]engine.StoredObject, 0, len(objs)+len(also)), also...)
-	for _, o := range objs {
-		stored = append(stored, storedObject(o))
-	}
-	return engine.VerifyStoredState(stored, api.ContractVersion)
+	return engine.VerifyStoredState(append(stored, also...), api.ContractVersion)
 }
 
 // storedState reads what the fence decides from: every object of the store

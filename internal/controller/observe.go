@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+
+	"github.com/ptah-run/ptah/internal/config"
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// LabelObservation marks a transport plan object with the reading that
+// created it.
+const LabelObservation = "ptah.run/observation"
+
+// TransportName is the transport plan object of one reading.
+func TransportName(resource, operationID string) string {
+	sum := sha256.Sum256([]byte(operationID))
+	return resource + "-reading-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// observe is a reading's task: the same observation local mode takes, of
+// the database and of the files mounted from the resource's source. It
+// writes nothing to the database.
+func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, error) {
+	fail := func(outcome string, err error) (Result, error) {
+		res.Outcome, res.Message = outcome, err.Error()
+		return res, err
+	}
+	if p.SchemaSpec == nil || p.SchemaSpec.Source.ConfigMap == nil {
+		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahSchema with a ConfigMap source", ErrRefused))
+	}
+	files, err := sourceFiles(run.SourceDir, p.SchemaSpec.Source.ConfigMap.Name)
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	conn, err := postgres.Connect(ctx, run.DatabaseURL)
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	s := &api.PtahSchema{Spec: *p.SchemaSpec}
+	s.Name, s.Namespace = p.Resource, p.Namespace
+	r := &runner.Runner{Target: conn, Version: run.Version}
+	obs, err := r.ObserveSchema(ctx, runner.Resource{Schema: s, TargetURL: run.DatabaseURL, Files: files})
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	res.Observation = &ObservationResult{Bindings: obs.Bindings, Statements: len(obs.Statements)}
+	if p.task() == TaskObserve && len(obs.Statements) > 0 {
+		ref, err := publishTransport(ctx, run.Records, p, *obs)
+		if err != nil {
+			return fail(OutcomeFailed, err)
+		}
+		res.Observation.Transport = &ref
+	}
+	res.Outcome = OutcomeSucceeded
+	return res, nil
+}
+
+// sourceFiles reads the declared files mounted from the ConfigMap name,
+// each named name/key: the artifact digest covers these names.
+func sourceFiles(dir, name string) ([]catalog.SourceFile, error) {
+	files, err := config.ReadSQLDir(dir)
+	if errors.Is(err, config.ErrNoSQLFiles) {
+		return nil, fmt.Errorf("ConfigMap %s has no key ending in .sql: its keys are the declared files", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catalog.SourceFile, len(files))
+	for i, f := range files {
+		out[i] = catalog.SourceFile{Name: name + "/" + path.Base(f.Name), SQL: f.SQL}
+	}
+	return out, nil
+}
+
+// publishTransport stores the reading's plan, as the pass would publish
+// it, in a plan object of its own for the manager to read.
+func publishTransport(ctx context.Context, st store.Store, p Payload, obs engine.Observation) (api.ObjectReference, error) {
+	if st == nil {
+		return api.ObjectReference{}, errors.New("no access to the API to hand the reading's statements back")
+	}
+	spec := engine.NewSchemaPlanSpec(api.ObjectReference{Name: p.Resource, UID: p.ResourceUID}, obs)
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return api.ObjectReference{}, err
+	}
+	o, err := st.Create(ctx, store.Object{Kind: api.KindPtahSchemaPlan, Namespace: p.Namespace, Name: TransportName(p.Resource, p.OperationID),
+		ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelObservation: p.OperationID}, Spec: raw})
+	if err != nil {
+		return api.ObjectReference{}, fmt.Errorf("handing the reading's statements back: %w", err)
+	}
+	return api.ObjectReference{Name: o.Name, UID: o.UID}, nil
+}
+
+// ReadTransport reads back the plan a reading handed over in ref and
+// returns the observation it carries, after checking that it is the
+// reading's (label), of this resource (UID), with the bindings the
+// reading reported, and whole (its fingerprint).
+func ReadTransport(ctx context.Context, st store.Store, namespace, resourceUID, operationID string, r ObservationResult) (engine.Observation, error) {
+	if r.Transport == nil {
+		if r.Statements != 0 {
+			return engine.Observation{}, fmt.Errorf("reading %s reported %d statements and no object holding them", operationID, r.Statements)
+		}
+		return engine.Observation{Bindings: r.Bindings}, nil
+	}
+	o, err := st.Get(ctx, api.KindPtahSchemaPlan, namespace, r.Transport.Name)
+	if err != nil {
+		return engine.Observation{}, fmt.Errorf("reading the statements of reading %s: %w", operationID, err)
+	}
+	plan := engine.Plan{Name: o.Name, UID: o.UID}
+	if err := json.Unmarshal(o.Spec, &plan.Spec); err != nil {
+		return engine.Observation{}, fmt.Errorf("decoding %s: %w", o.Name, err)
+	}
+	switch {
+	case o.UID != r.Transport.UID || o.Labels[LabelObservation] != operationID:
+		return engine.Observation{}, fmt.Errorf("%s is not the object reading %s created", o.Name, operationID)
+	case plan.Spec.Schema.UID != resourceUID:
+		return engine.Observation{}, fmt.Errorf("%s holds a plan of another resource (uid %s)", o.Name, plan.Spec.Schema.UID)
+	case plan.Spec.Bindings != r.Bindings:
+		return engine.Observation{}, fmt.Errorf("%s carries other bindings than reading %s reported", o.Name, operationID)
+	case len(plan.Spec.Statements) != r.Statements:
+		return engine.Observation{}, fmt.Errorf("%s holds %d statements, reading %s reported %d", o.Name, len(plan.Spec.Statements), operationID, r.Statements)
+	}
+	if err := engine.VerifyPlan(plan); err != nil {
+		return engine.Observation{}, err
+	}
+	return engine.ObservationOf(plan.Spec), nil
+}

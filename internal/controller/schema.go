@@ -1,0 +1,693 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/store"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// SchemaReconciler converges PtahSchema resources: the engine's pass, run
+// once per reconcile until it waits, with the database work in Jobs
+// (readings and applies, see ptah exec), and the database's lease a
+// coordination.k8s.io Lease. The manager itself never connects to a
+// database and never reads a Secret.
+type SchemaReconciler struct {
+	Client client.Client
+	Store  store.Store
+	// Image runs ptah exec in the Jobs.
+	Image   string
+	Version string
+	// Now is the manager's clock; NewID returns fresh operation IDs.
+	Now   func() time.Time
+	NewID func() string
+	// RunTimeout bounds an apply (its absolute deadline), ReadTimeout a
+	// reading.
+	RunTimeout, ReadTimeout time.Duration
+}
+
+// Requeue delays.
+const (
+	// writerPoll is how often a run that may still write is looked at.
+	writerPoll = 5 * time.Second
+	// deadlineGrace is added to a run's deadline before the manager
+	// counts on it: ptah exec enforces the deadline on the database
+	// server's clock, which may run behind the manager's.
+	deadlineGrace = 30 * time.Second
+	maxSteps      = 32
+)
+
+// SetupWithManager registers the reconciler: it watches PtahSchemas, the
+// Jobs it owns, and the approvals of each.
+func (r *SchemaReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[runner.LabelSchema]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ptahschema").
+		// Its own status writes do not wake it: only a new generation (a
+		// spec change), its Jobs, its approvals and its schedule do.
+		For(&api.PtahSchema{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobFinishes)).
+		Watches(&api.PtahSchemaApproval{}, byLabel, builder.WithPredicates(comesOrGoes)).
+		Complete(r)
+}
+
+// jobFinishes passes the moment a Job finishes: the reconciler's own
+// creations and deletions of Jobs wake nothing.
+var jobFinishes = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*batchv1.Job)
+		cur, curOK := e.ObjectNew.(*batchv1.Job)
+		return oldOK && curOK && !jobFinished(old) && jobFinished(cur)
+	},
+}
+
+// comesOrGoes passes a decision's creation and deletion: its spec never
+// changes, and its status is the manager's own writing.
+var comesOrGoes = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// schemaPass is one reconcile's state: what was read for it.
+type schemaPass struct {
+	r       *SchemaReconciler
+	obj     store.Object
+	s       api.PtahSchema
+	records *runner.SchemaRecords
+
+	observation *engine.Observation
+	rederived   string
+}
+
+// Reconcile runs the pass for one PtahSchema until it reaches a stable
+// phase or waits for a Job.
+func (r *SchemaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj, err := r.Store.Get(ctx, api.KindPtahSchema, req.Namespace, req.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p := &schemaPass{r: r, obj: obj}
+	return p.run(ctx)
+}
+
+func (p *schemaPass) decode() error {
+	p.s = api.PtahSchema{}
+	if err := json.Unmarshal(p.obj.Spec, &p.s.Spec); err != nil {
+		return fmt.Errorf("decoding %s: %w", p.obj.Name, err)
+	}
+	p.s.Default()
+	p.s.Name, p.s.Namespace, p.s.UID, p.s.Generation = p.obj.Name, p.obj.Namespace, types.UID(p.obj.UID), p.obj.Generation
+	p.records = runner.NewSchemaRecords(p.r.Store, &p.s)
+	return nil
+}
+
+func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
+	for range maxSteps {
+		// Every step reads the resource again: the last step wrote it.
+		obj, err := p.r.Store.Get(ctx, api.KindPtahSchema, p.obj.Namespace, p.obj.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if obj.UID != p.obj.UID {
+			return ctrl.Result{Requeue: true}, nil // deleted and created again: start over
+		}
+		p.obj = obj
+		if err := p.decode(); err != nil {
+			return ctrl.Result{}, err
+		}
+		in, err := p.records.Read(ctx, p.obj)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if p.s.Spec.Suspend && idle(in.Status) {
+			return ctrl.Result{}, nil // nothing of it is under way: nothing new starts
+		}
+		if why := servable(p.s.Spec); why != "" && idle(in.Status) {
+			st := in.Status
+			st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonSourceInvalid, why
+			return ctrl.Result{}, p.records.WriteStatus(ctx, &p.obj, st)
+		}
+		accounted, err := p.account(ctx, in)
+		if err != nil || accounted {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		if err := p.releaseStrayLeases(ctx, in.Status); err != nil {
+			return ctrl.Result{}, err
+		}
+		base, err := p.gather(ctx, in.Status)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		in.PassInput, in.Observation = base, p.observation
+		d := engine.SchemaPass(in)
+		log.FromContext(ctx).V(1).Info("pass", "step", d.Step, "phase", d.Status.Phase, "reason", d.Status.Reason)
+		res, done, err := p.act(ctx, in, d)
+		if err != nil || done {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, fmt.Errorf("%s/%s: the pass did not settle after %d steps; this is a bug", p.obj.Namespace, p.obj.Name, maxSteps)
+}
+
+// idle: the status names no run under way, no uncertain outcome and no
+// owed release.
+func idle(st api.PtahSchemaStatus) bool {
+	return st.ActiveOperation == nil && st.PendingObservation == nil && st.OwedRelease == nil
+}
+
+// servable says why ptah serve cannot read a resource's target or source,
+// "" when it can: in a cluster they come from a Secret and a ConfigMap.
+func servable(spec api.PtahSchemaSpec) string {
+	switch {
+	case spec.Target.URLFrom == nil || spec.Target.URLFrom.SecretKeyRef == nil:
+		return "ptah serve reads the database URL from a Secret: set spec.target.urlFrom.secretKeyRef {name, key}"
+	case spec.Source.ConfigMap == nil:
+		return "ptah serve reads the declared files from a ConfigMap: set spec.source.configMap.name"
+	}
+	return ""
+}
+
+// gather is the pass's input beyond the records: the clock, the fence,
+// the lease, and the Pod-level answer for each run the status names.
+func (p *schemaPass) gather(ctx context.Context, st api.PtahSchemaStatus) (engine.PassInput, error) {
+	_, stored, err := runner.StoredState(ctx, p.r.Store)
+	if err != nil {
+		return engine.PassInput{}, err
+	}
+	in := engine.PassInput{
+		Now: p.r.Now(), Name: p.obj.Name, UID: p.obj.UID, Generation: p.obj.Generation, Binding: p.binding(), Stored: stored,
+		Rederived: p.rederived, NewOperationID: p.r.NewID(), RunTimeout: p.r.RunTimeout,
+	}
+	if p.observation != nil {
+		in.TargetIdentityDigest = p.observation.Bindings.TargetIdentityDigest
+	}
+	if op := st.ActiveOperation; op != nil {
+		holder, err := p.leaseHolder(ctx, op.CoordinationDigest)
+		if err != nil {
+			return in, err
+		}
+		in.Locked = holder == op.ID
+	}
+	in.LiveWriters, err = p.liveWriters(ctx, st, in.Now)
+	return in, err
+}
+
+func (p *schemaPass) binding() api.ExecutionBinding {
+	return api.ExecutionBinding{PtahVersion: p.r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
+}
+
+// liveWriters is the cluster's Pod-level answer for each dispatched run
+// the status names: its Pod may still write while it exists and has not
+// ended (restartPolicy Never: an ended Pod never runs again) and the
+// run's deadline has not passed. A missing Job proves nothing: a Job
+// deleted without propagation leaves its Pod running.
+func (p *schemaPass) liveWriters(ctx context.Context, st api.PtahSchemaStatus, now time.Time) (map[string]bool, error) {
+	deadlines := map[string]time.Time{}
+	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		deadlines[op.ID] = op.Deadline.Time
+	}
+	if po := st.PendingObservation; po != nil {
+		deadlines[po.OperationID] = time.Time{}
+	}
+	if owed := st.OwedRelease; owed != nil {
+		deadlines[owed.OperationID] = time.Time{}
+	}
+	live := map[string]bool{}
+	for id, deadline := range deadlines {
+		if !deadline.IsZero() && now.After(deadline.Add(deadlineGrace)) {
+			continue
+		}
+		may, err := p.mayStillWrite(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		live[id] = may
+	}
+	return live, nil
+}
+
+// mayStillWrite: a Pod of the operation has not ended, or its Job has
+// not finished (its Pod may not exist yet). Once the Job is gone or
+// finished, only a Pod that has not ended can write.
+func (p *schemaPass) mayStillWrite(ctx context.Context, id string) (bool, error) {
+	pods, err := p.pods(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			return true, nil
+		}
+	}
+	var job batchv1.Job
+	err = p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: JobName(p.obj.UID, id)}, &job)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !jobFinished(&job), nil
+}
+
+// jobFinished: the Job controller will create no more Pods for it.
+func jobFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// pods are the Pods of one operation's Job, found by the label the Job's
+// template gives them, which outlives the Job.
+func (p *schemaPass) pods(ctx context.Context, operationID string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := p.r.Client.List(ctx, &pods, client.InNamespace(p.obj.Namespace), client.MatchingLabels{LabelOperation: operationID}); err != nil {
+		return nil, fmt.Errorf("listing the Pods of operation %s: %w", operationID, err)
+	}
+	return pods.Items, nil
+}
+
+// act carries out one decision; done reports that the reconcile ends.
+func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engine.Decision) (ctrl.Result, bool, error) {
+	before := in.Status
+	switch d.Step {
+	case engine.StepRefuse:
+		return ctrl.Result{}, true, reconcile.TerminalError(d.Err)
+	case engine.StepReleaseOwed:
+		owed := before.OwedRelease
+		if err := p.releaseLease(ctx, owed.CoordinationDigest, owed.OperationID); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		return ctrl.Result{}, false, p.records.WriteStatus(ctx, &p.obj, d.Status)
+	case engine.StepWriteStatus:
+		if op := before.ActiveOperation; op != nil && d.Status.ActiveOperation == nil {
+			p.observation, p.rederived = nil, "" // what was read for the claim is stale
+			if op.DispatchedAt == nil {
+				defer func() { _ = p.releaseLease(ctx, op.CoordinationDigest, op.ID) }() // nothing ran under it
+			}
+		}
+		if err := p.records.WriteStatus(ctx, &p.obj, d.Status); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		if !d.Stable {
+			return ctrl.Result{}, false, nil
+		}
+		if d.Status.Reason == api.ReasonRunMayStillWrite {
+			return ctrl.Result{RequeueAfter: writerPoll}, true, nil
+		}
+		// A change of spec, approval or Job wakes it sooner.
+		return ctrl.Result{RequeueAfter: p.s.Spec.IntervalDuration()}, true, nil
+	case engine.StepObserve:
+		return p.observe(ctx, TaskObserve, p.r.NewID())
+	case engine.StepMarkStale:
+		return ctrl.Result{}, false, p.records.MarkStale(ctx, d)
+	case engine.StepPublish:
+		return ctrl.Result{}, false, p.records.Publish(ctx, p.obj, d)
+	case engine.StepLock:
+		return p.lock(ctx, d)
+	case engine.StepRederive:
+		return p.observe(ctx, TaskRederive, d.Operation.ID+"-rederive")
+	case engine.StepDispatch:
+		return p.dispatch(ctx, in, d)
+	}
+	return ctrl.Result{}, true, fmt.Errorf("unknown step %q", d.Step)
+}
+
+// observe takes a reading in a Job: it starts the Job, or waits for it, or
+// takes its answer (and removes it) and goes on. An observation is started
+// afresh for each pass that asks (id is new each time) unless one is
+// already under way; a re-derivation has one per claim.
+func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result, bool, error) {
+	if cur, err := p.readingUnderWay(ctx, task); err != nil || cur != "" {
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		id = cur
+	}
+	payload := Payload{OperationID: id, Task: task, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
+		SchemaSpec: &p.s.Spec}
+	parts, err := splitPayload(payload)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	res, ended, err := p.jobResult(ctx, id, parts.Digest)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !ended {
+		now := p.r.Now()
+		req := p.request(id, task, now, now.Add(p.r.ReadTimeout), parts)
+		if task == TaskObserve {
+			req.ServiceAccount = PlannerServiceAccount
+		}
+		return ctrl.Result{}, true, p.startJob(ctx, req)
+	}
+	defer p.removeJob(ctx, id, res)
+	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
+		return ctrl.Result{}, true, fmt.Errorf("reading %s of %s/%s: %s", id, p.obj.Namespace, p.obj.Name, describe(res))
+	}
+	if task == TaskRederive {
+		p.rederived = engine.InputFingerprint(p.currentClaimFingerprint(), res.Observation.Bindings)
+		return ctrl.Result{}, false, nil
+	}
+	obs, err := ReadTransport(ctx, p.r.Store, p.obj.Namespace, p.obj.UID, id, *res.Observation)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	p.observation = &obs
+	return ctrl.Result{}, false, nil
+}
+
+// currentClaimFingerprint is the plan fingerprint of the claim being
+// re-derived.
+func (p *schemaPass) currentClaimFingerprint() string {
+	var st api.PtahSchemaStatus
+	if json.Unmarshal(p.obj.Status, &st) == nil && st.ActiveOperation != nil {
+		return st.ActiveOperation.Plan.Fingerprint
+	}
+	return ""
+}
+
+// readingUnderWay names the reading of task whose Job exists for this
+// resource, if any: one observation at a time.
+func (p *schemaPass) readingUnderWay(ctx context.Context, task string) (string, error) {
+	if task != TaskObserve {
+		return "", nil
+	}
+	var jobs batchv1.JobList
+	if err := p.r.Client.List(ctx, &jobs, client.InNamespace(p.obj.Namespace),
+		client.MatchingLabels{LabelResourceUID: p.obj.UID, "app.kubernetes.io/component": task}); err != nil {
+		return "", err
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil {
+			return j.Labels[LabelOperation], nil
+		}
+	}
+	return "", nil
+}
+
+func describe(res *Result) string {
+	switch {
+	case res == nil:
+		return "its Pod ended without a result"
+	case res.Message != "":
+		return res.Outcome + ": " + res.Message
+	}
+	return res.Outcome
+}
+
+func splitPayload(p Payload) (PlanParts, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return PlanParts{}, err
+	}
+	return SplitPlan(raw)
+}
+
+func (p *schemaPass) request(id, task string, now, deadline time.Time, parts PlanParts) ExecRequest {
+	ref := p.s.Spec.Target.URLFrom.SecretKeyRef
+	return ExecRequest{Namespace: p.obj.Namespace, ResourceKind: api.KindPtahSchema, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
+		OperationID: id, Image: p.r.Image, URLSecret: ref.Name, URLKey: ref.Key, Deadline: deadline, Now: now, Plan: parts,
+		Task: task, Source: p.s.Spec.Source.ConfigMap.Name}
+}
+
+// startJob creates the request's plan parts and its Job. Both are named
+// from the resource and the operation: a manager that restarts midway
+// finds what it created instead of creating it again.
+func (p *schemaPass) startJob(ctx context.Context, req ExecRequest) error {
+	for _, cm := range PlanConfigMaps(req) {
+		if err := p.r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the plan parts of operation %s: %w", req.OperationID, err)
+		}
+	}
+	if err := p.r.Client.Create(ctx, BuildJob(req)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Job of operation %s: %w", req.OperationID, err)
+	}
+	return nil
+}
+
+// jobResult reads how operation id's Pod ended: ended is false while no
+// Pod of it has ended; res is nil when an ended Pod left no result bound
+// to id and digest (a result naming another operation or plan is not
+// believed).
+func (p *schemaPass) jobResult(ctx context.Context, id, digest string) (res *Result, ended bool, err error) {
+	pods, err := p.pods(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		ended = true
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				var r Result
+				if json.Unmarshal([]byte(t.Message), &r) == nil && r.OperationID == id && r.PlanDigest == digest {
+					return &r, true, nil
+				}
+			}
+		}
+	}
+	if !ended {
+		// A Job that failed without a Pod (its deadline, a refused Pod)
+		// has ended too.
+		var job batchv1.Job
+		err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: JobName(p.obj.UID, id)}, &job)
+		if err == nil && jobFinished(&job) && job.Status.Active == 0 {
+			return nil, true, nil
+		}
+	}
+	return nil, ended, nil
+}
+
+// removeJob deletes an operation's Job, Pods and plan parts once its
+// result is recorded, and a reading's transport object.
+func (p *schemaPass) removeJob(ctx context.Context, id string, res *Result) {
+	ns := p.obj.Namespace
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
+	_ = p.r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{LabelOperation: id})
+	for i := range MaxChunks {
+		_ = p.r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PartsName(p.obj.UID, id, i)}})
+	}
+	if res != nil && res.Observation != nil && res.Observation.Transport != nil {
+		t := res.Observation.Transport
+		_ = p.r.Store.Delete(ctx, api.KindPtahSchemaPlan, ns, t.Name, t.UID)
+	}
+}
+
+// dispatch writes the dispatch marker, then creates the apply's Job: a
+// run is dispatched once, since a marked claim is never dispatched again
+// (a manager that stops between the two leaves a claim whose Pod never
+// existed, which the next pass settles by observing).
+func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d engine.Decision) (ctrl.Result, bool, error) {
+	op := *d.Operation
+	parts, err := splitPayload(p.applyPayload(op, in.CurrentPlan))
+	if err != nil {
+		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
+	}
+	now := p.r.Now()
+	marked := op
+	marked.DispatchedAt = &api.Time{Time: now}
+	st := d.Status
+	st.ActiveOperation = &marked
+	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if err := p.startJob(ctx, p.request(op.ID, TaskApply, now, op.Deadline.Time, parts)); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+func (p *schemaPass) applyPayload(op api.Operation, plan *engine.Plan) Payload {
+	return Payload{OperationID: op.ID, Task: TaskApply, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
+		CoordinationDigest: op.CoordinationDigest, Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: &plan.Spec}
+}
+
+// account records how a dispatched run ended once its Pod reported a
+// result bound to the operation and its plan's digest: the claim becomes
+// the record, and the lease's release is owed, in one status write.
+// Without such a result the pass decides (the Pod-level answer, then an
+// observation).
+func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bool, error) {
+	op := in.Status.ActiveOperation
+	if op == nil || op.DispatchedAt == nil || in.CurrentPlan == nil || in.CurrentPlan.UID != op.Plan.UID {
+		return false, nil
+	}
+	parts, err := splitPayload(p.applyPayload(*op, in.CurrentPlan))
+	if err != nil {
+		return false, err
+	}
+	res, ended, err := p.jobResult(ctx, op.ID, parts.Digest)
+	if err != nil || !ended || res == nil {
+		return false, err
+	}
+	result := engine.RunUncertain
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		result = engine.RunSucceeded
+	case OutcomeFailed, OutcomeRefused:
+		result = engine.RunFailed // rolled back, or never started
+	}
+	st := engine.Account(in.Status, *op, result, res.Message, p.r.Now())
+	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
+	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+		return false, err
+	}
+	p.observation, p.rederived = nil, ""
+	p.removeJob(ctx, op.ID, nil)
+	return true, nil
+}
+
+// LeaseName is the Lease of a coordination digest in a namespace.
+func LeaseName(coordinationDigest string) string {
+	d := coordinationDigest
+	if i := len("sha256:"); len(d) > i && d[:i] == "sha256:" {
+		d = d[i:]
+	}
+	if len(d) > 40 {
+		d = d[:40]
+	}
+	return "ptah-db-" + d
+}
+
+func (p *schemaPass) leaseHolder(ctx context.Context, digest string) (string, error) {
+	var l coordinationv1.Lease
+	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: LeaseName(digest)}, &l)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return "", err
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+// lock takes the database's Lease for the claim; a Lease another
+// operation holds drops the claim (engine.LeaseHeld).
+func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, bool, error) {
+	op := d.Operation
+	holder := op.ID
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.obj.Namespace, Name: LeaseName(op.CoordinationDigest),
+			Labels: map[string]string{LabelResourceUID: p.obj.UID, LabelOperation: op.ID}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: p.r.Now()}},
+	}
+	err := p.r.Client.Create(ctx, l)
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := p.leaseHolder(ctx, op.CoordinationDigest)
+		if gerr != nil {
+			return ctrl.Result{}, true, gerr
+		}
+		if cur != op.ID {
+			st := d.Status
+			engine.LeaseHeld(&st.RunState, fmt.Sprintf("the database's Lease %s is held by operation %s", l.Name, cur))
+			return ctrl.Result{RequeueAfter: writerPoll}, true, p.records.WriteStatus(ctx, &p.obj, st)
+		}
+		err = nil
+	}
+	return ctrl.Result{}, false, err
+}
+
+// releaseLease deletes the Lease of digest if operationID holds it.
+func (p *schemaPass) releaseLease(ctx context.Context, digest, operationID string) error {
+	var l coordinationv1.Lease
+	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: LeaseName(digest)}, &l)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != operationID {
+		return nil
+	}
+	err = p.r.Client.Delete(ctx, &l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// releaseStrayLeases gives back Leases this resource took for claims its
+// status no longer names (a manager that stopped between dropping an
+// undispatched claim and releasing its Lease): nothing ran under them.
+func (p *schemaPass) releaseStrayLeases(ctx context.Context, st api.PtahSchemaStatus) error {
+	var leases coordinationv1.LeaseList
+	if err := p.r.Client.List(ctx, &leases, client.InNamespace(p.obj.Namespace), client.MatchingLabels{LabelResourceUID: p.obj.UID}); err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	if op := st.ActiveOperation; op != nil {
+		named[op.ID] = true
+	}
+	if po := st.PendingObservation; po != nil {
+		named[po.OperationID] = true
+	}
+	if owed := st.OwedRelease; owed != nil {
+		named[owed.OperationID] = true
+	}
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if h := l.Spec.HolderIdentity; h != nil && !named[*h] {
+			if err := p.r.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// NewOperationID returns a random operation ID.
+func NewOperationID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
