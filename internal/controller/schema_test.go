@@ -42,7 +42,8 @@ func newCluster(t *testing.T) *cluster {
 	ctx := context.Background()
 	c := &cluster{t: t, e: e, ns: e.Namespace(t), url: pgtest.NewDB(t)}
 	root := kubetest.RepoRoot()
-	e.Apply(t, filepath.Join(root, "deploy", "rbac", "planner.yaml"), filepath.Join(root, "deploy", "rbac", "people.yaml"))
+	e.Apply(t, filepath.Join(root, "deploy", "namespace.yaml"), filepath.Join(root, "deploy", "rbac", "manager.yaml"),
+		filepath.Join(root, "deploy", "rbac", "planner.yaml"), filepath.Join(root, "deploy", "rbac", "people.yaml"))
 	for _, o := range []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: controller.PlannerServiceAccount, Namespace: c.ns}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ptah-planner", Namespace: c.ns},
@@ -78,13 +79,16 @@ func (c *cluster) declare(files map[string]string, policy api.Policy) *api.PtahS
 	return s
 }
 
-// serve runs ptah serve's manager until the test ends.
+// serve runs ptah serve's manager until the test ends, as the manager's
+// ServiceAccount with the least privilege deploy/rbac grants it: no
+// permission on Secrets.
 func (c *cluster) serve() {
 	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	cfg := c.e.ServiceAccount(c.t, "ptah-system", "ptah-manager")
 	go func() {
-		done <- controller.Run(ctx, controller.Options{Config: c.e.Config, MetricsAddr: "0", ProbeAddr: "0",
+		done <- controller.Run(ctx, controller.Options{Config: cfg, MetricsAddr: "0", ProbeAddr: "0",
 			Logger: slog.New(slog.NewTextHandler(testLog(c.t), &slog.HandlerOptions{Level: slog.Level(-1)})), Version: "test", Image: "ptah:test"})
 	}()
 	c.t.Cleanup(func() {

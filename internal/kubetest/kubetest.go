@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,6 +165,21 @@ func (e *Env) User(t testing.TB, name string, groups ...string) *rest.Config {
 		t.Fatalf("adding user %s: %v", name, err)
 	}
 	return u.Config()
+}
+
+// ServiceAccount returns a client configuration authenticated as the
+// ServiceAccount ns/name (which must exist), with a token from the
+// TokenRequest API: what a Pod running as that account gets.
+func (e *Env) ServiceAccount(t testing.TB, ns, name string) *rest.Config {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	tr := &authenticationv1.TokenRequest{}
+	if err := e.Client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatalf("a token for ServiceAccount %s/%s: %v", ns, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
 }
 
 // Namespace creates a namespace for one test, with the default
