@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -24,6 +25,17 @@ import (
 	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
+
+func namespaces(names []string) map[string]cache.Config {
+	if len(names) == 0 {
+		return nil
+	}
+	out := map[string]cache.Config{}
+	for _, n := range names {
+		out[n] = cache.Config{}
+	}
+	return out
+}
 
 // LeaderElectionID names the Lease the managers of one installation elect
 // their leader with.
@@ -47,6 +59,9 @@ type Options struct {
 	Version string
 	// Image runs ptah exec in the Jobs.
 	Image string
+	// Namespaces, when set, are the only namespaces whose resources the
+	// manager reconciles; empty: all.
+	Namespaces []string
 	// RunTimeout bounds an apply, ReadTimeout a reading (defaults: 1h,
 	// 10m).
 	RunTimeout, ReadTimeout time.Duration
@@ -94,6 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		Cache:                         cache.Options{DefaultNamespaces: namespaces(o.Namespaces)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

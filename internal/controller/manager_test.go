@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +20,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/kubetest"
 	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -29,12 +33,60 @@ import (
 // TestMain starts a control plane with ptah's CRDs, and the tests get
 // their own databases from pgtest's throwaway server.
 func TestMain(m *testing.M) {
+	if os.Getenv(childManagerEnv) != "" {
+		os.Exit(runChildManager())
+	}
 	stop, err := kubetest.StartShared()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubetest:", err)
 		os.Exit(1)
 	}
 	pgtest.Main(m, stop)
+}
+
+// childManagerEnv makes this test binary a manager process of a crash
+// test (ChildManager): it runs ptah serve's manager against the API server
+// the variables name, until a failpoint stops it dead.
+const childManagerEnv = "PTAH_TEST_CHILD_MANAGER"
+
+func runChildManager() int {
+	ca, err := base64.StdEncoding.DecodeString(os.Getenv("PTAH_TEST_CHILD_CA"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg := &rest.Config{Host: os.Getenv("PTAH_TEST_CHILD_HOST"), BearerToken: os.Getenv("PTAH_TEST_CHILD_TOKEN"),
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = Run(ctx, Options{Config: cfg, MetricsAddr: "0", ProbeAddr: "0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Version: "test", Image: "ptah:test", Namespaces: []string{os.Getenv("PTAH_TEST_CHILD_NAMESPACE")}})
+	fmt.Fprintln(os.Stderr, "the manager returned:", err)
+	return 3
+}
+
+// ChildManager runs the manager of namespace in a process of its own, as cfg, stopping
+// dead at the failpoint point; it returns the process, whose exit the
+// test waits for.
+func ChildManager(t *testing.T, cfg *rest.Config, namespace, point string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childManagerEnv+"=1", "PTAH_TEST_CHILD_HOST="+cfg.Host, "PTAH_TEST_CHILD_TOKEN="+cfg.BearerToken,
+		"PTAH_TEST_CHILD_CA="+base64.StdEncoding.EncodeToString(cfg.CAData), "PTAH_TEST_CHILD_NAMESPACE="+namespace,
+		failpoint.EnvVar+"="+point)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("the child manager's output:\n%s", out.String())
+		}
+	})
+	return cmd
 }
 
 func options(e *kubetest.Env, ns string) Options {

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/runner"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -48,6 +50,16 @@ type SchemaReconciler struct {
 	// reading.
 	RunTimeout, ReadTimeout time.Duration
 }
+
+// Failpoints the reconciler stops at in crash tests (see failpoint).
+const (
+	// FailAfterDispatchMarker: the dispatch marker is durable, the apply
+	// Job is not created.
+	FailAfterDispatchMarker = "cluster-after-dispatch-marker"
+	// FailBeforeRelease: the run is accounted for and its release owed,
+	// durably; the Lease is not released.
+	FailBeforeRelease = "cluster-before-lease-release"
+)
 
 // Requeue delays.
 const (
@@ -77,8 +89,12 @@ func (r *SchemaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&api.PtahSchema{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobFinishes)).
 		Watches(&api.PtahSchemaApproval{}, byLabel, builder.WithPredicates(comesOrGoes)).
+		// Several managers in one process (tests) each register it.
+		WithOptions(ctrlcontroller.Options{SkipNameValidation: &skipNameValidation}).
 		Complete(r)
 }
+
+var skipNameValidation = true
 
 // jobFinishes passes the moment a Job finishes: the reconciler's own
 // creations and deletions of Jobs wake nothing.
@@ -319,6 +335,7 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 		return ctrl.Result{}, true, reconcile.TerminalError(d.Err)
 	case engine.StepReleaseOwed:
 		owed := before.OwedRelease
+		failpoint.Hit(FailBeforeRelease)
 		if err := p.releaseLease(ctx, owed.CoordinationDigest, owed.OperationID); err != nil {
 			return ctrl.Result{}, true, err
 		}
@@ -540,6 +557,7 @@ func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d 
 	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
 		return ctrl.Result{}, true, err
 	}
+	failpoint.Hit(FailAfterDispatchMarker)
 	if err := p.startJob(ctx, p.request(op.ID, TaskApply, now, op.Deadline.Time, parts)); err != nil {
 		return ctrl.Result{}, true, err
 	}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +19,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ptah-run/ptah/internal/cli"
 	"github.com/ptah-run/ptah/internal/controller"
+	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/kubetest"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -34,13 +40,19 @@ type cluster struct {
 	e   *kubetest.Env
 	ns  string
 	url string
+
+	mu  sync.Mutex
+	ran map[string]int // operation ID -> Pods run for it
+	// instead, when set and it returns true, replaces a container's run
+	// (with the exit code it returns).
+	instead func(ct kubetest.Container) (int, bool)
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	e := kubetest.Shared(t)
 	ctx := context.Background()
-	c := &cluster{t: t, e: e, ns: e.Namespace(t), url: pgtest.NewDB(t)}
+	c := &cluster{t: t, e: e, ns: e.Namespace(t), url: pgtest.NewDB(t), ran: map[string]int{}}
 	root := kubetest.RepoRoot()
 	e.Apply(t, filepath.Join(root, "deploy", "namespace.yaml"), filepath.Join(root, "deploy", "rbac", "manager.yaml"),
 		filepath.Join(root, "deploy", "rbac", "planner.yaml"), filepath.Join(root, "deploy", "rbac", "people.yaml"))
@@ -55,8 +67,86 @@ func newCluster(t *testing.T) *cluster {
 			t.Fatal(err)
 		}
 	}
-	(&kubetest.Kubelet{Env: e, Namespace: c.ns, Run: runPtah(t)}).Start(t)
+	run := runPtah(t)
+	(&kubetest.Kubelet{Env: e, Namespace: c.ns, Run: func(ctx context.Context, ct kubetest.Container) int {
+		c.mu.Lock()
+		c.ran[argAfter(ct.Args, "--operation")]++
+		instead := c.instead
+		c.mu.Unlock()
+		if instead != nil {
+			if code, ok := instead(ct); ok {
+				return code
+			}
+		}
+		return run(ctx, ct)
+	}}).Start(t)
 	return c
+}
+
+func argAfter(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// runs is how many Pods ran for operation id.
+func (c *cluster) runs(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ran[id]
+}
+
+// managerConfig is the manager's ServiceAccount, with deploy/rbac's least
+// privilege: no permission on Secrets.
+func (c *cluster) managerConfig() *rest.Config {
+	return c.e.ServiceAccount(c.t, "ptah-system", "ptah-manager")
+}
+
+// approve approves the plan as alice, with ptah approve --cluster.
+func (c *cluster) approve(plan *api.PlanReference) {
+	c.t.Helper()
+	c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+	var out, errs bytes.Buffer
+	if code := cli.Run(context.Background(), []string{"approve", plan.UID, "--fingerprint", plan.Fingerprint, "--cluster",
+		"--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns}, &out, &errs); code != 0 {
+		c.t.Fatalf("ptah approve --cluster: exit %d: %s", code, errs.String())
+	}
+}
+
+// status is the PtahSchema's status as stored.
+func (c *cluster) status() api.PtahSchemaStatus {
+	c.t.Helper()
+	var s api.PtahSchema
+	if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "app"}, &s); err != nil {
+		c.t.Fatal(err)
+	}
+	return s.Status
+}
+
+// crashAt runs a manager in a process of its own until it stops dead at
+// the failpoint point.
+func (c *cluster) crashAt(point string, meanwhile func()) {
+	c.t.Helper()
+	child := controller.ChildManager(c.t, c.managerConfig(), c.ns, point)
+	meanwhile()
+	err := child.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != failpoint.ExitCode {
+		c.t.Fatalf("the manager did not stop at %s: %v", point, err)
+	}
+}
+
+// jobExists reports whether the Job of operation id exists.
+func (c *cluster) jobExists(uid, id string) bool {
+	var job batchv1.Job
+	err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: controller.JobName(uid, id)}, &job)
+	if err != nil && !apierrors.IsNotFound(err) {
+		c.t.Fatal(err)
+	}
+	return err == nil
 }
 
 // declare writes the ConfigMap of declared files and the PtahSchema
@@ -86,10 +176,11 @@ func (c *cluster) serve() {
 	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := c.e.ServiceAccount(c.t, "ptah-system", "ptah-manager")
+	cfg := c.managerConfig()
 	go func() {
 		done <- controller.Run(ctx, controller.Options{Config: cfg, MetricsAddr: "0", ProbeAddr: "0",
-			Logger: slog.New(slog.NewTextHandler(testLog(c.t), &slog.HandlerOptions{Level: slog.Level(-1)})), Version: "test", Image: "ptah:test"})
+			Logger: slog.New(slog.NewTextHandler(testLog(c.t), &slog.HandlerOptions{Level: slog.Level(-1)})), Version: "test", Image: "ptah:test",
+			Namespaces: []string{c.ns}})
 	}()
 	c.t.Cleanup(func() {
 		cancel()
@@ -166,12 +257,7 @@ func TestServeConvergesAPtahSchemaThroughJobs(t *testing.T) {
 		t.Fatal("the table exists before anyone approved the plan")
 	}
 
-	c.e.Bind(t, c.ns, "alice", "ptah-approver", "ptah-viewer")
-	var out, errs bytes.Buffer
-	if code := cli.Run(ctx, []string{"approve", st.Plan.UID, "--fingerprint", st.Plan.Fingerprint, "--cluster",
-		"--kubeconfig", c.e.Kubeconfig(t, "alice"), "-n", c.ns}, &out, &errs); code != 0 {
-		t.Fatalf("ptah approve --cluster: exit %d: %s", code, errs.String())
-	}
+	c.approve(st.Plan)
 
 	st = c.waitFor("InSync", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseInSync })
 	if !c.tableExists("public.accounts") {
@@ -228,5 +314,121 @@ func (c *cluster) dump() {
 			}
 		}
 		c.t.Logf("Pod %s %s: %s", p.Name, p.Status.Phase, msg)
+	}
+}
+
+const accountsSQL = "CREATE TABLE public.accounts (id bigint PRIMARY KEY, email text NOT NULL);\n"
+
+// TestMissingDispatchedApplyJobForcesObservationWithoutRecreationInCluster:
+// the manager stops dead once the dispatch marker is durable and before
+// the apply Job exists. The next manager never creates that Job: the run
+// may have happened as far as the record says, so its outcome is a
+// question for the database, settled by a fresh reading (pendingObservation),
+// and planning starts over from what the database holds.
+func TestMissingDispatchedApplyJobForcesObservationWithoutRecreationInCluster(t *testing.T) {
+	c := newCluster(t)
+	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	uid := string(s.UID)
+	c.crashAt(controller.FailAfterDispatchMarker, func() {
+		st := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+		c.approve(st.Plan)
+	})
+	st := c.status()
+	op := st.ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
+		t.Fatalf("after the crash the status holds no dispatched claim: %+v", st)
+	}
+	if c.jobExists(uid, op.ID) {
+		t.Fatal("the apply Job exists: the failpoint is after its creation")
+	}
+
+	c.serve()
+	st = c.waitFor("the run settled by a reading", func(s api.PtahSchemaStatus) bool {
+		return s.Applied != nil && s.Applied.OperationID == op.ID && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	if st.Applied.Outcome != api.OutcomeObserved || st.PendingObservation != nil || st.ActiveOperation != nil {
+		t.Errorf("the uncertain run was settled as %+v (pending %+v, active %+v); want it observed", st.Applied, st.PendingObservation, st.ActiveOperation)
+	}
+	if st.Plan.UID == op.Plan.UID {
+		t.Errorf("the settled resource still points at the dispatched plan %s", op.Plan.UID)
+	}
+	if n := c.runs(op.ID); n != 0 || c.jobExists(uid, op.ID) {
+		t.Errorf("the dispatched operation was run %d times after the crash (Job exists: %v); want never", n, c.jobExists(uid, op.ID))
+	}
+	if c.tableExists("public.accounts") {
+		t.Error("the table exists, yet no apply ever ran")
+	}
+}
+
+// TestPersistedTargetLockReleaseRecoversAfterManagerCrashInCluster: the
+// manager stops dead after recording the run and owing the Lease's release,
+// before releasing it. The database stays held until the next manager
+// completes the owed release, and the run is never repeated.
+func TestPersistedTargetLockReleaseRecoversAfterManagerCrashInCluster(t *testing.T) {
+	c := newCluster(t)
+	c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.crashAt(controller.FailBeforeRelease, func() {
+		st := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+		c.approve(st.Plan)
+	})
+	st := c.status()
+	owed := st.OwedRelease
+	if owed == nil || st.Applied == nil || st.Applied.Outcome != api.OutcomeSucceeded || st.Applied.OperationID != owed.OperationID {
+		t.Fatalf("after the crash: owed %+v, applied %+v; want the run recorded and its release owed", owed, st.Applied)
+	}
+	var lease coordinationv1.Lease
+	if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: controller.LeaseName(owed.CoordinationDigest)}, &lease); err != nil ||
+		lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != owed.OperationID {
+		t.Fatalf("the Lease after the crash: %+v, %v; want it held by %s", lease.Spec, err, owed.OperationID)
+	}
+
+	c.serve()
+	st = c.waitFor("InSync", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseInSync })
+	if st.OwedRelease != nil {
+		t.Errorf("InSync with a release still owed: %+v", st.OwedRelease)
+	}
+	err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: lease.Name}, &lease)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease is still there after the owed release: %v", err)
+	}
+	if n := c.runs(owed.OperationID); n != 1 || !c.tableExists("public.accounts") {
+		t.Errorf("the apply ran %d times; want once, and its table", n)
+	}
+}
+
+// TestAResultNotBoundToTheDispatchedPlanIsNotBelievedInCluster: an apply
+// Pod that reports success for another plan digest (or another operation)
+// is not believed: the outcome is unknown, and a fresh reading settles it
+// (the plan never ran here, so the next plan creates the table again).
+func TestAResultNotBoundToTheDispatchedPlanIsNotBelievedInCluster(t *testing.T) {
+	c := newCluster(t)
+	c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	var claimed string
+	c.serve()
+	st := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.mu.Lock()
+	c.instead = func(ct kubetest.Container) (int, bool) {
+		// The apply is the one Pod whose operation is the claim's: the
+		// status names it once the manager claims.
+		if op := c.status().ActiveOperation; op != nil && argAfter(ct.Args, "--operation") == op.ID {
+			claimed = op.ID
+			forged := controller.Result{OperationID: op.ID, PlanDigest: "sha256:" + strings.Repeat("0", 64), Outcome: controller.OutcomeSucceeded}
+			if err := os.WriteFile(ct.TerminationLog, forged.Encode(), 0o644); err != nil {
+				t.Error(err)
+			}
+			return 0, true
+		}
+		return 0, false
+	}
+	c.mu.Unlock()
+	c.approve(st.Plan)
+	st = c.waitFor("the forged result settled", func(s api.PtahSchemaStatus) bool {
+		return s.Applied != nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	if st.Applied.Outcome != api.OutcomeObserved || st.Applied.OperationID != claimed {
+		t.Errorf("applied %+v; want operation %s's outcome unknown, then observed (a result for another plan is not believed)", st.Applied, claimed)
+	}
+	if c.tableExists("public.accounts") {
+		t.Error("the table exists: the forged Pod ran nothing")
 	}
 }
