@@ -97,6 +97,8 @@ func (a *app) runExec(ctx context.Context, o execOptions) error {
 	case err == nil:
 		_, err = fmt.Fprintf(a.stdout, "Operation %s: %s.\n", o.Operation, res.Outcome)
 		return err
+	case res.Task != "":
+		return fmt.Errorf("reading %s failed: %s", o.Operation, res.Message)
 	case res.Outcome == controller.OutcomeFailed, res.Outcome == controller.OutcomeUnknown:
 		return fmt.Errorf("%w: operation %s: %s", errApplyFailed, o.Operation, res.Message)
 	case errors.Is(err, postgres.ErrLeaseHeld):

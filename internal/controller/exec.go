@@ -79,8 +79,10 @@ const (
 // against its claim before it believes a word of it. It carries no SQL.
 type Result struct {
 	OperationID string `json:"operationID"`
-	PlanDigest  string `json:"planDigest"`
-	Outcome     string `json:"outcome"`
+	// Task is the request's task (empty: not read, or an apply).
+	Task       string `json:"task,omitempty"`
+	PlanDigest string `json:"planDigest"`
+	Outcome    string `json:"outcome"`
 	// Message is the first line of what went wrong, cut to fit.
 	Message string `json:"message,omitempty"`
 	// Observation is what a reading found (TaskObserve, TaskRederive).
@@ -150,6 +152,9 @@ func Exec(ctx context.Context, run ExecRun) (Result, error) {
 	var p Payload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return refuse(fmt.Errorf("reading the plan: %w", err))
+	}
+	if p.task() != TaskApply {
+		res.Task = p.task()
 	}
 	switch {
 	case p.OperationID != run.OperationID:

@@ -49,6 +49,12 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	s := &api.PtahSchema{Spec: *p.SchemaSpec}
+	if k := s.Spec.Target.CoordinationKey; k != "" {
+		// In a cluster a coordination key is its namespace's: a tenant
+		// cannot block another by naming the same key (the same database
+		// still conflicts wherever it is claimed, by its identity).
+		s.Spec.Target.CoordinationKey = p.Namespace + "/" + k
+	}
 	s.Name, s.Namespace = p.Resource, p.Namespace
 	r := &runner.Runner{Target: conn, Version: run.Version}
 	obs, err := r.ObserveSchema(ctx, runner.Resource{Schema: s, TargetURL: run.DatabaseURL, Files: files})

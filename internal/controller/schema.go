@@ -70,6 +70,9 @@ const (
 	// server's clock, which may run behind the manager's.
 	deadlineGrace = 30 * time.Second
 	maxSteps      = 32
+	// censusCadence is how often a resource blocked by another one looks
+	// again.
+	censusCadence = 30 * time.Second
 )
 
 // SetupWithManager registers the reconciler: it watches PtahSchemas, the
@@ -173,6 +176,11 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if o := p.observation; o != nil {
+			// The census of every other resource reads it from here.
+			in.Status.Target = &api.ObservedTarget{CoordinationDigest: o.Bindings.CoordinationDigest,
+				TargetIdentityDigest: o.Bindings.TargetIdentityDigest}
+		}
 		if p.s.Spec.Suspend && idle(in.Status) {
 			return ctrl.Result{}, nil // nothing of it is under way: nothing new starts
 		}
@@ -192,6 +200,9 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 		base, err := p.gather(ctx, in.Status)
+		if err == nil {
+			base.Realm, base.Self, err = p.census(ctx, in.Status)
+		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -247,6 +258,41 @@ func (p *schemaPass) gather(ctx context.Context, st api.PtahSchemaStatus) (engin
 	}
 	in.LiveWriters, err = p.liveWriters(ctx, st, in.Now)
 	return in, err
+}
+
+// census is every PtahSchema and PtahMigration of the cluster whose
+// database a reading has named, as a claimant of it, and this resource
+// among them (by its own latest reading, else its record). One that was
+// never read yet is not counted: it has dispatched nothing.
+func (p *schemaPass) census(ctx context.Context, st api.PtahSchemaStatus) ([]engine.Claimant, engine.Claimant, error) {
+	self := engine.Claimant{Kind: api.KindPtahSchema, Namespace: p.obj.Namespace, Name: p.obj.Name, SharedRealm: p.s.Spec.Target.SharedRealm}
+	if t := st.Target; t != nil {
+		self.CoordinationDigest, self.TargetIdentityDigest = t.CoordinationDigest, t.TargetIdentityDigest
+	}
+	realm := []engine.Claimant{self}
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+		objs, err := p.r.Store.List(ctx, store.ListOptions{Kind: kind})
+		if err != nil {
+			return nil, self, fmt.Errorf("taking the realm census: %w", err)
+		}
+		for _, o := range objs {
+			if o.Kind == self.Kind && o.Namespace == self.Namespace && o.Name == self.Name {
+				continue
+			}
+			var rec struct {
+				Spec struct {
+					Target api.Target `json:"target"`
+				}
+				Status api.RunState
+			}
+			if json.Unmarshal(o.Spec, &rec.Spec) != nil || json.Unmarshal(o.Status, &rec.Status) != nil || rec.Status.Target == nil {
+				continue
+			}
+			realm = append(realm, engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, SharedRealm: rec.Spec.Target.SharedRealm,
+				CoordinationDigest: rec.Status.Target.CoordinationDigest, TargetIdentityDigest: rec.Status.Target.TargetIdentityDigest})
+		}
+	}
+	return realm, self, nil
 }
 
 func (p *schemaPass) binding() api.ExecutionBinding {
@@ -353,8 +399,12 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 		if !d.Stable {
 			return ctrl.Result{}, false, nil
 		}
-		if d.Status.Reason == api.ReasonRunMayStillWrite {
+		switch d.Status.Reason {
+		case api.ReasonRunMayStillWrite:
 			return ctrl.Result{RequeueAfter: writerPoll}, true, nil
+		case api.ReasonRealmConflict, api.ReasonLeaseHeld:
+			// Another resource's edit wakes nothing here: look again soon.
+			return ctrl.Result{RequeueAfter: censusCadence}, true, nil
 		}
 		// A change of spec, approval or Job wakes it sooner.
 		return ctrl.Result{RequeueAfter: p.s.Spec.IntervalDuration()}, true, nil
@@ -405,7 +455,7 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 	}
 	defer p.removeJob(ctx, id, res)
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
-		return ctrl.Result{}, true, fmt.Errorf("reading %s of %s/%s: %s", id, p.obj.Namespace, p.obj.Name, describe(res))
+		return p.readingFailed(ctx, id, describe(res))
 	}
 	if task == TaskRederive {
 		p.rederived = engine.InputFingerprint(p.currentClaimFingerprint(), res.Observation.Bindings)
@@ -417,6 +467,28 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 	}
 	p.observation = &obs
 	return ctrl.Result{}, false, nil
+}
+
+// readingFailed records why a reading failed (a database that cannot be
+// reached, declared files that do not load) in the status of a resource
+// with nothing under way, and looks again after a while: the error is the
+// resource's, and its owner reads it there. Under a claim the status is
+// left as it is (the claim's deadline bounds it) and the reading retried.
+func (p *schemaPass) readingFailed(ctx context.Context, id, why string) (ctrl.Result, bool, error) {
+	var st api.PtahSchemaStatus
+	if len(p.obj.Status) > 0 {
+		if err := json.Unmarshal(p.obj.Status, &st); err != nil {
+			return ctrl.Result{}, true, err
+		}
+	}
+	log.FromContext(ctx).Info("reading failed", "reading", id, "why", why)
+	if !idle(st) {
+		return ctrl.Result{RequeueAfter: censusCadence}, true, nil
+	}
+	st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonReadingFailed, "reading the database and the declared files failed: "+why
+	st.ObservedGeneration = p.obj.Generation
+	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
+	return ctrl.Result{RequeueAfter: censusCadence}, true, p.records.WriteStatus(ctx, &p.obj, st)
 }
 
 // currentClaimFingerprint is the plan fingerprint of the claim being

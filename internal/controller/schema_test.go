@@ -150,18 +150,28 @@ func (c *cluster) jobExists(uid, id string) bool {
 }
 
 // declare writes the ConfigMap of declared files and the PtahSchema
-// reading it.
+// "app" reading it.
 func (c *cluster) declare(files map[string]string, policy api.Policy) *api.PtahSchema {
 	c.t.Helper()
+	return c.declareNamed("app", files, api.Target{}, policy)
+}
+
+// declareNamed writes the ConfigMap NAME-schema and the PtahSchema NAME
+// reading it, its target the test's database (target's other fields as
+// given).
+func (c *cluster) declareNamed(name string, files map[string]string, target api.Target, policy api.Policy, schemas ...string) *api.PtahSchema {
+	c.t.Helper()
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-schema", Namespace: c.ns}, Data: files}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-schema", Namespace: c.ns}, Data: files}
 	if err := c.e.Client.Create(ctx, cm); err != nil {
 		c.t.Fatal(err)
 	}
-	s := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: c.ns}, Spec: api.PtahSchemaSpec{
-		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
-		Source: api.Source{ConfigMap: &api.ConfigMapSource{Name: "app-schema"}},
-		Policy: policy,
+	target.URLFrom = &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}
+	s := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns}, Spec: api.PtahSchemaSpec{
+		Target:  target,
+		Source:  api.Source{ConfigMap: &api.ConfigMapSource{Name: name + "-schema"}},
+		Schemas: schemas,
+		Policy:  policy,
 	}}
 	if err := c.e.Client.Create(ctx, s); err != nil {
 		c.t.Fatal(err)
@@ -190,13 +200,18 @@ func (c *cluster) serve() {
 	})
 }
 
-// waitFor polls the PtahSchema until ok accepts it.
+// waitFor polls the PtahSchema "app" until ok accepts its status.
 func (c *cluster) waitFor(what string, ok func(api.PtahSchemaStatus) bool) api.PtahSchemaStatus {
+	c.t.Helper()
+	return c.waitForNamed("app", what, ok)
+}
+
+func (c *cluster) waitForNamed(name, what string, ok func(api.PtahSchemaStatus) bool) api.PtahSchemaStatus {
 	c.t.Helper()
 	var s api.PtahSchema
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "app"}, &s); err != nil {
+		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, &s); err != nil {
 			c.t.Fatal(err)
 		}
 		if ok(s.Status) {
@@ -204,7 +219,7 @@ func (c *cluster) waitFor(what string, ok func(api.PtahSchemaStatus) bool) api.P
 		}
 		if time.Now().After(deadline) {
 			c.dump()
-			c.t.Fatalf("waiting for %s: the status is %s/%s: %s", what, s.Status.Phase, s.Status.Reason, s.Status.Message)
+			c.t.Fatalf("waiting for %s of %s: the status is %s/%s: %s", what, name, s.Status.Phase, s.Status.Reason, s.Status.Message)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -430,5 +445,47 @@ func TestAResultNotBoundToTheDispatchedPlanIsNotBelievedInCluster(t *testing.T) 
 	}
 	if c.tableExists("public.accounts") {
 		t.Error("the table exists: the forged Pod ran nothing")
+	}
+}
+
+// TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJobInCluster: a
+// second PtahSchema on a database another resource of the cluster already
+// claims is Blocked (RealmConflict) before anything is dispatched, even
+// with policy Always; once both declare the sharing, it converges.
+func TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJobInCluster(t *testing.T) {
+	c := newCluster(t)
+	c.serve()
+	c.declareNamed("first", map[string]string{"01_a.sql": "CREATE SCHEMA shared_a;\nCREATE TABLE shared_a.a (id bigint);\n"},
+		api.Target{}, api.Policy{Apply: api.ApplyNever}, "shared_a")
+	c.waitForNamed("first", "its reading", func(s api.PtahSchemaStatus) bool { return s.Target != nil && s.Plan != nil })
+
+	c.declareNamed("second", map[string]string{"01_b.sql": "CREATE SCHEMA shared_b;\nCREATE TABLE shared_b.b (id bigint);\n"},
+		api.Target{}, api.Policy{Apply: api.ApplyAlways}, "shared_b")
+	st := c.waitForNamed("second", "the census", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonRealmConflict })
+	if !strings.Contains(st.Message, "PtahSchema "+c.ns+"/first") && !strings.Contains(st.Message, "first") {
+		t.Errorf("the conflict does not name the rival: %s", st.Message)
+	}
+	if st.ActiveOperation != nil || st.Applied != nil || c.tableExists("shared_b.b") {
+		t.Errorf("a contested resource claimed or ran: active %+v, applied %+v", st.ActiveOperation, st.Applied)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns), client.MatchingLabels{"app.kubernetes.io/component": controller.TaskApply}); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("%d apply Jobs exist, want none: %v", len(jobs.Items), err)
+	}
+
+	// Both declare the sharing: the second converges on its own schema.
+	for _, name := range []string{"first", "second"} {
+		var s api.PtahSchema
+		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Target.SharedRealm = true
+		if err := c.e.Client.Update(context.Background(), &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitForNamed("second", "InSync once shared", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseInSync })
+	if !c.tableExists("shared_b.b") || c.tableExists("shared_a.a") {
+		t.Error("sharing the database, the second converged something else than its own schema")
 	}
 }

@@ -38,6 +38,9 @@ const (
 	ReasonApplying              = "Applying"
 	ReasonVerifying             = "Verifying"
 	ReasonApplyFailed           = "ApplyFailed"
+	// ReasonReadingFailed: ptah serve's reading of the database or the
+	// declared files failed (the message says why); it tries again.
+	ReasonReadingFailed = "ReadingFailed"
 	// ReasonPlanDoesNotConverge: the plan that just ran is derived again
 	// from the database it produced; running it again would change nothing.
 	// PtahSchema only.
@@ -64,11 +67,20 @@ type RunState struct {
 	// write cannot touch the object's metadata. The store reads it into the
 	// object's contract version and leaves it out of the status it returns.
 	StoreContractVersion int `json:"contractVersion,omitempty"`
+	// Target is the database the last reading found (ptah serve): the
+	// realm census of every resource in the cluster is taken from it.
+	Target *ObservedTarget `json:"target,omitempty"`
 	// OwedRelease is a lease release owed by a claim that ended, recorded
 	// only once its run can no longer write (a schema's in the same write
 	// that cleared the claim); a later pass completes it before anything
 	// else.
 	OwedRelease *LeaseRelease `json:"owedRelease,omitempty"`
+}
+
+// ObservedTarget names the database a reading found, for the census.
+type ObservedTarget struct {
+	CoordinationDigest   string `json:"coordinationDigest"`
+	TargetIdentityDigest string `json:"targetIdentityDigest"`
 }
 
 // PtahSchemaStatus is the observed state of a PtahSchema, and the durable
