@@ -196,6 +196,11 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 			}
 			continue
 		}
+		if running, err := p.applyRunning(ctx, in.Status); err != nil || running {
+			// Its Job's end wakes the reconcile; until then the status says
+			// what dispatch wrote, and the deadline is watched.
+			return ctrl.Result{RequeueAfter: writerPoll}, err
+		}
 		if err := p.releaseStrayLeases(ctx, in.Status); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -215,6 +220,16 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 	return ctrl.Result{}, fmt.Errorf("%s/%s: the pass did not settle after %d steps; this is a bug", p.obj.Namespace, p.obj.Name, maxSteps)
+}
+
+// applyRunning: the dispatched apply's Pod may still write and its
+// deadline has not passed: nothing is decided until it ends.
+func (p *schemaPass) applyRunning(ctx context.Context, st api.PtahSchemaStatus) (bool, error) {
+	op := st.ActiveOperation
+	if op == nil || op.DispatchedAt == nil || p.r.Now().After(op.Deadline.Add(deadlineGrace)) {
+		return false, nil
+	}
+	return p.mayStillWrite(ctx, op.ID)
 }
 
 // idle: the status names no run under way, no uncertain outcome and no
@@ -601,7 +616,11 @@ func (p *schemaPass) removeJob(ctx context.Context, id string, res *Result) {
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
-	_ = p.r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{LabelOperation: id})
+	if pods, err := p.pods(ctx, id); err == nil {
+		for i := range pods {
+			_ = p.r.Client.Delete(ctx, &pods[i])
+		}
+	}
 	for i := range MaxChunks {
 		_ = p.r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PartsName(p.obj.UID, id, i)}})
 	}
@@ -626,6 +645,8 @@ func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d 
 	marked.DispatchedAt = &api.Time{Time: now}
 	st := d.Status
 	st.ActiveOperation = &marked
+	st.Message = fmt.Sprintf("operation %s runs plan %s in Job %s (deadline %s)", op.ID, op.Plan.Name, JobName(p.obj.UID, op.ID),
+		op.Deadline.UTC().Format(time.RFC3339))
 	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
 		return ctrl.Result{}, true, err
 	}

@@ -46,6 +46,9 @@ type cluster struct {
 	// instead, when set and it returns true, replaces a container's run
 	// (with the exit code it returns).
 	instead func(ct kubetest.Container) (int, bool)
+	// stall, when set and it returns true, leaves a Job's Pod running.
+	stall   func(job *batchv1.Job) bool
+	kubelet *kubetest.Kubelet
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -68,7 +71,11 @@ func newCluster(t *testing.T) *cluster {
 		}
 	}
 	run := runPtah(t)
-	(&kubetest.Kubelet{Env: e, Namespace: c.ns, Run: func(ctx context.Context, ct kubetest.Container) int {
+	c.kubelet = &kubetest.Kubelet{Env: e, Namespace: c.ns, Stall: func(job *batchv1.Job) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.stall != nil && c.stall(job)
+	}, Run: func(ctx context.Context, ct kubetest.Container) int {
 		c.mu.Lock()
 		c.ran[argAfter(ct.Args, "--operation")]++
 		instead := c.instead
@@ -79,7 +86,8 @@ func newCluster(t *testing.T) *cluster {
 			}
 		}
 		return run(ctx, ct)
-	}}).Start(t)
+	}}
+	c.kubelet.Start(t)
 	return c
 }
 
@@ -488,4 +496,116 @@ func TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJobInCluster(t *testing
 	if !c.tableExists("shared_b.b") || c.tableExists("shared_a.a") {
 		t.Error("sharing the database, the second converged something else than its own schema")
 	}
+}
+
+// TestStalePlanEvidenceForcesFreshObservationInCluster: the database
+// changes between the claim and the dispatch (here, just before the
+// re-derivation the manager takes under the Lease). The claim is dropped,
+// its plan never runs, and the database is observed again: a new plan for
+// what the database is now, which the old approval does not authorize.
+func TestStalePlanEvidenceForcesFreshObservationInCluster(t *testing.T) {
+	c := newCluster(t)
+	c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.instead = func(ct kubetest.Container) (int, bool) {
+		if strings.HasSuffix(argAfter(ct.Args, "--operation"), "-rederive") {
+			c.exec("CREATE TABLE public.accounts (id bigint PRIMARY KEY)") // someone got there first
+		}
+		return 0, false
+	}
+	c.serve()
+	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.approve(first.Plan)
+	st := c.waitFor("a plan for the changed database", func(s api.PtahSchemaStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil && s.Plan.UID != first.Plan.UID
+	})
+	if st.Plan.Fingerprint == first.Plan.Fingerprint {
+		t.Errorf("the new plan has the old one's fingerprint")
+	}
+	if st.Applied != nil {
+		t.Errorf("a run is on record: %+v; want the claim dropped before dispatch", st.Applied)
+	}
+	var plan api.PtahSchemaPlan
+	if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range plan.Spec.Statements {
+		if strings.Contains(stmt.SQL, "CREATE TABLE") {
+			t.Errorf("the new plan still creates the table: %s", stmt.SQL)
+		}
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns), client.MatchingLabels{"app.kubernetes.io/component": controller.TaskApply}); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("%d apply Jobs exist, want none: %v", len(jobs.Items), err)
+	}
+}
+
+// TestAPodThatMayStillRunKeepsTheDatabaseHeldInCluster: while the apply's
+// Pod runs (a node that stopped reporting, a hung statement), the resource
+// stays Applying under its claim and the database's Lease stays held,
+// whatever the time since dispatch (until its deadline). When the Pod ends without a result the outcome is unknown: a
+// fresh reading settles it, and only then is the Lease released.
+func TestAPodThatMayStillRunKeepsTheDatabaseHeldInCluster(t *testing.T) {
+	c := newCluster(t)
+	c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
+	c.serve()
+	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.approve(first.Plan)
+	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool {
+		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
+	})
+	op := st.ActiveOperation
+	leaseHolder := func() string {
+		var l coordinationv1.Lease
+		err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: controller.LeaseName(op.CoordinationDigest)}, &l)
+		if apierrors.IsNotFound(err) || err == nil && l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *l.Spec.HolderIdentity
+	}
+	time.Sleep(12 * time.Second) // passes at the manager's poll, while the Pod runs
+	if st := c.status(); st.Phase != api.PhaseApplying || !strings.Contains(st.Message, "runs plan") || st.ActiveOperation == nil ||
+		leaseHolder() != op.ID {
+		t.Fatalf("while the Pod runs: %s/%s (%s), claim %+v, Lease held by %q; want Applying, the claim, the Lease held by %s",
+			st.Phase, st.Reason, st.Message, st.ActiveOperation, leaseHolder(), op.ID)
+	}
+
+	if err := c.kubelet.End(context.Background(), controller.JobName(string(c.uid("app")), op.ID), 137, ""); err != nil {
+		t.Fatal(err)
+	}
+	st = c.waitFor("the unknown outcome settled", func(s api.PtahSchemaStatus) bool {
+		return s.Applied != nil && s.Applied.OperationID == op.ID && s.Phase == api.PhaseAwaitingApproval
+	})
+	if st.Applied.Outcome != api.OutcomeObserved {
+		t.Errorf("the run ended without a result and was recorded as %s; want observed", st.Applied.Outcome)
+	}
+	if h := leaseHolder(); h != "" {
+		t.Errorf("the Lease is still held by %q after the run settled", h)
+	}
+}
+
+// exec runs SQL on the test's database.
+func (c *cluster) exec(sql string) {
+	c.t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.url)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// uid is the UID of the PtahSchema name.
+func (c *cluster) uid(name string) string {
+	c.t.Helper()
+	var s api.PtahSchema
+	if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, &s); err != nil {
+		c.t.Fatal(err)
+	}
+	return string(s.UID)
 }

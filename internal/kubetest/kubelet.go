@@ -212,6 +212,21 @@ func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func
 	return out, cleanup, nil
 }
 
+// End ends the Pod of a Job that Stall left running, with the exit code
+// and termination message given, as a node that killed it would (and
+// the Job controller after it).
+func (k *Kubelet) End(ctx context.Context, jobName string, code int, message string) error {
+	var job batchv1.Job
+	if err := k.Env.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: jobName}, &job); err != nil {
+		return err
+	}
+	var pod corev1.Pod
+	if err := k.Env.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: jobName + "-pod"}, &pod); err != nil {
+		return err
+	}
+	return k.finish(ctx, &job, &pod, code, message)
+}
+
 // serviceAccountPath is where Kubernetes mounts a Pod's token.
 const serviceAccountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 
