@@ -115,7 +115,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	schemas := &SchemaReconciler{Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
-		Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute)}
+		Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute),
+		Events: mgr.GetEventRecorder("ptah")}
 	if err := schemas.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the PtahSchema reconciler: %w", err)
 	}

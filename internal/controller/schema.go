@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/failpoint"
@@ -49,6 +50,8 @@ type SchemaReconciler struct {
 	// RunTimeout bounds an apply (its absolute deadline), ReadTimeout a
 	// reading.
 	RunTimeout, ReadTimeout time.Duration
+	// Events records a Kubernetes Event on each change of phase or reason.
+	Events recorder.EventRecorder
 }
 
 // Failpoints the reconciler stops at in crash tests (see failpoint).
@@ -187,7 +190,7 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		if why := servable(p.s.Spec); why != "" && idle(in.Status) {
 			st := in.Status
 			st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonSourceInvalid, why
-			return ctrl.Result{}, p.records.WriteStatus(ctx, &p.obj, st)
+			return ctrl.Result{}, p.write(ctx, st)
 		}
 		accounted, err := p.account(ctx, in)
 		if err != nil || accounted {
@@ -273,6 +276,37 @@ func (p *schemaPass) gather(ctx context.Context, st api.PtahSchemaStatus) (engin
 	}
 	in.LiveWriters, err = p.liveWriters(ctx, st, in.Now)
 	return in, err
+}
+
+// write writes st as the resource's status, and tells of a change of
+// phase or reason: an Event on the resource, and the blocked gauge.
+func (p *schemaPass) write(ctx context.Context, st api.PtahSchemaStatus) error {
+	var before api.PtahSchemaStatus
+	if len(p.obj.Status) > 0 {
+		_ = json.Unmarshal(p.obj.Status, &before)
+	}
+	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+		return err
+	}
+	reason := ""
+	if st.Phase == api.PhaseBlocked {
+		reason = st.Reason
+	}
+	blockedNow.set(api.KindPtahSchema, p.obj.Namespace+"/"+p.obj.Name, reason)
+	if p.r.Events != nil && (st.Phase != before.Phase || st.Reason != before.Reason) && st.Reason != "" {
+		kind := corev1.EventTypeNormal
+		if st.Phase == api.PhaseBlocked || st.Phase == api.PhaseFailed {
+			kind = corev1.EventTypeWarning
+		}
+		ref := &api.PtahSchema{TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindPtahSchema},
+			ObjectMeta: metav1.ObjectMeta{Name: p.obj.Name, Namespace: p.obj.Namespace, UID: types.UID(p.obj.UID)}}
+		note := st.Message
+		if len(note) > 1000 {
+			note = note[:1000]
+		}
+		p.r.Events.Eventf(ref, nil, kind, st.Reason, string(st.Phase), "%s", note)
+	}
+	return nil
 }
 
 // census is every PtahSchema and PtahMigration of the cluster whose
@@ -400,7 +434,7 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 		if err := p.releaseLease(ctx, owed.CoordinationDigest, owed.OperationID); err != nil {
 			return ctrl.Result{}, true, err
 		}
-		return ctrl.Result{}, false, p.records.WriteStatus(ctx, &p.obj, d.Status)
+		return ctrl.Result{}, false, p.write(ctx, d.Status)
 	case engine.StepWriteStatus:
 		if op := before.ActiveOperation; op != nil && d.Status.ActiveOperation == nil {
 			p.observation, p.rederived = nil, "" // what was read for the claim is stale
@@ -408,7 +442,7 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 				defer func() { _ = p.releaseLease(ctx, op.CoordinationDigest, op.ID) }() // nothing ran under it
 			}
 		}
-		if err := p.records.WriteStatus(ctx, &p.obj, d.Status); err != nil {
+		if err := p.write(ctx, d.Status); err != nil {
 			return ctrl.Result{}, true, err
 		}
 		if !d.Stable {
@@ -428,7 +462,11 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 	case engine.StepMarkStale:
 		return ctrl.Result{}, false, p.records.MarkStale(ctx, d)
 	case engine.StepPublish:
-		return ctrl.Result{}, false, p.records.Publish(ctx, p.obj, d)
+		if err := p.records.Publish(ctx, p.obj, d); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		plansPublished.WithLabelValues(api.KindPtahSchema).Inc()
+		return ctrl.Result{}, false, nil
 	case engine.StepLock:
 		return p.lock(ctx, d)
 	case engine.StepRederive:
@@ -503,7 +541,7 @@ func (p *schemaPass) readingFailed(ctx context.Context, id, why string) (ctrl.Re
 	st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonReadingFailed, "reading the database and the declared files failed: "+why
 	st.ObservedGeneration = p.obj.Generation
 	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
-	return ctrl.Result{RequeueAfter: censusCadence}, true, p.records.WriteStatus(ctx, &p.obj, st)
+	return ctrl.Result{RequeueAfter: censusCadence}, true, p.write(ctx, st)
 }
 
 // currentClaimFingerprint is the plan fingerprint of the claim being
@@ -647,7 +685,7 @@ func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d 
 	st.ActiveOperation = &marked
 	st.Message = fmt.Sprintf("operation %s runs plan %s in Job %s (deadline %s)", op.ID, op.Plan.Name, JobName(p.obj.UID, op.ID),
 		op.Deadline.UTC().Format(time.RFC3339))
-	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+	if err := p.write(ctx, st); err != nil {
 		return ctrl.Result{}, true, err
 	}
 	failpoint.Hit(FailAfterDispatchMarker)
@@ -687,9 +725,14 @@ func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bo
 	case OutcomeFailed, OutcomeRefused:
 		result = engine.RunFailed // rolled back, or never started
 	}
+	outcome := res.Outcome
+	if result == engine.RunUncertain {
+		outcome = OutcomeUnknown
+	}
+	appliesTotal.WithLabelValues(api.KindPtahSchema, outcome).Inc()
 	st := engine.Account(in.Status, *op, result, res.Message, p.r.Now())
 	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
-	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+	if err := p.write(ctx, st); err != nil {
 		return false, err
 	}
 	p.observation, p.rederived = nil, ""
@@ -740,7 +783,7 @@ func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, 
 		if cur != op.ID {
 			st := d.Status
 			engine.LeaseHeld(&st.RunState, fmt.Sprintf("the database's Lease %s is held by operation %s", l.Name, cur))
-			return ctrl.Result{RequeueAfter: writerPoll}, true, p.records.WriteStatus(ctx, &p.obj, st)
+			return ctrl.Result{RequeueAfter: writerPoll}, true, p.write(ctx, st)
 		}
 		err = nil
 	}

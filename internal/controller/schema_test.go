@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +19,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ptah-run/ptah/internal/cli"
 	"github.com/ptah-run/ptah/internal/controller"
@@ -307,6 +310,63 @@ func TestServeConvergesAPtahSchemaThroughJobs(t *testing.T) {
 	if err := c.e.Client.List(ctx, &approval, client.InNamespace(c.ns)); err != nil || len(approval.Items) != 1 {
 		t.Fatalf("approvals: %d, %v", len(approval.Items), err)
 	}
+
+	// The phases it went through are Events on the resource.
+	var reasons []string
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(reasons, api.ReasonInSync) && time.Now().Before(deadline) {
+		var events eventsv1.EventList
+		if err := c.e.Client.List(ctx, &events, client.InNamespace(c.ns)); err != nil {
+			t.Fatal(err)
+		}
+		reasons = nil
+		for _, ev := range events.Items {
+			if ev.Regarding.Kind == api.KindPtahSchema && ev.Regarding.Name == "app" {
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, want := range []string{api.ReasonAwaitingApproval, api.ReasonApplying, api.ReasonInSync} {
+		if !slices.Contains(reasons, want) {
+			t.Errorf("no %s Event on the resource; its Events: %v", want, reasons)
+		}
+	}
+	// And ptah's metrics counted the plan and the apply.
+	if n := metricValue(t, "ptah_applies_total", map[string]string{"kind": api.KindPtahSchema, "outcome": controller.OutcomeSucceeded}); n < 1 {
+		t.Errorf("ptah_applies_total{outcome=Succeeded} = %v, want at least 1", n)
+	}
+	if n := metricValue(t, "ptah_plans_published_total", map[string]string{"kind": api.KindPtahSchema}); n < 1 {
+		t.Errorf("ptah_plans_published_total = %v, want at least 1", n)
+	}
+}
+
+// metricValue reads a counter or gauge with the labels from the manager's
+// registry (the one /metrics serves).
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 // testLog is an io.Writer into the test's log.
@@ -472,6 +532,9 @@ func TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJobInCluster(t *testing
 	st := c.waitForNamed("second", "the census", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonRealmConflict })
 	if !strings.Contains(st.Message, "PtahSchema "+c.ns+"/first") && !strings.Contains(st.Message, "first") {
 		t.Errorf("the conflict does not name the rival: %s", st.Message)
+	}
+	if n := metricValue(t, "ptah_blocked_resources", map[string]string{"kind": api.KindPtahSchema, "reason": api.ReasonRealmConflict}); n < 1 {
+		t.Errorf("ptah_blocked_resources{reason=RealmConflict} = %v while a resource is blocked by the census", n)
 	}
 	if st.ActiveOperation != nil || st.Applied != nil || c.tableExists("shared_b.b") {
 		t.Errorf("a contested resource claimed or ran: active %+v, applied %+v", st.ActiveOperation, st.Applied)
