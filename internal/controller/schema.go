@@ -169,7 +169,7 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 		if obj.UID != p.obj.UID {
-			return ctrl.Result{Requeue: true}, nil // deleted and created again: start over
+			return ctrl.Result{RequeueAfter: time.Second}, nil // deleted and created again: start over
 		}
 		p.obj = obj
 		if err := p.decode(); err != nil {
