@@ -185,7 +185,12 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 				TargetIdentityDigest: o.Bindings.TargetIdentityDigest}
 		}
 		if p.s.Spec.Suspend && idle(in.Status) {
-			return ctrl.Result{}, nil // nothing of it is under way: nothing new starts
+			// Nothing of it is under way: nothing new starts, and the
+			// status says so. A change of spec wakes it.
+			st := in.Status
+			st.Reason, st.Message = api.ReasonSuspended, "spec.suspend is true: ptah serve starts nothing for this resource"
+			st.ObservedGeneration = p.obj.Generation
+			return ctrl.Result{}, p.write(ctx, st)
 		}
 		if why := servable(p.s.Spec); why != "" && idle(in.Status) {
 			st := in.Status
@@ -304,7 +309,7 @@ func (p *schemaPass) write(ctx context.Context, st api.PtahSchemaStatus) error {
 		if len(note) > 1000 {
 			note = note[:1000]
 		}
-		p.r.Events.Eventf(ref, nil, kind, st.Reason, string(st.Phase), "%s", note)
+		p.r.Events.Eventf(ref, nil, kind, st.Reason, "Reconcile", "%s", note)
 	}
 	return nil
 }

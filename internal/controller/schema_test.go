@@ -672,3 +672,31 @@ func (c *cluster) uid(name string) string {
 	}
 	return string(s.UID)
 }
+
+// TestASuspendedPtahSchemaStartsNothingInCluster: spec.suspend stops ptah
+// serve from starting anything (not even a reading), says so in the
+// status, and clearing it resumes the work.
+func TestASuspendedPtahSchemaStartsNothingInCluster(t *testing.T) {
+	c := newCluster(t)
+	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	s.Spec.Suspend = true
+	if err := c.e.Client.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c.serve()
+	c.waitFor("Suspended", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonSuspended })
+	time.Sleep(time.Second)
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns)); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("%d Jobs for a suspended resource, want none: %v", len(jobs.Items), err)
+	}
+
+	if err := c.e.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Suspend = false
+	if err := c.e.Client.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the plan once resumed", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+}

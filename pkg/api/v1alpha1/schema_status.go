@@ -38,6 +38,9 @@ const (
 	ReasonApplying              = "Applying"
 	ReasonVerifying             = "Verifying"
 	ReasonApplyFailed           = "ApplyFailed"
+	// ReasonSuspended: spec.suspend is true; ptah serve starts nothing
+	// for the resource (the phase is where it was).
+	ReasonSuspended = "Suspended"
 	// ReasonReadingFailed: ptah serve's reading of the database or the
 	// declared files failed (the message says why); it tries again.
 	ReasonReadingFailed = "ReadingFailed"
