@@ -83,14 +83,19 @@ func crds(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
 }
 
 // TestCRDsFollowTheAPI holds the generated CRDs to what ptah needs of them:
-// one per kind, stamped with the contract version, a status subresource
-// where the kind has a status, short names, and printer columns.
+// one per kind (the stored kinds, and the cluster's realm object), stamped
+// with the contract version, a status subresource where the kind has a
+// status, short names, and printer columns.
 func TestCRDsFollowTheAPI(t *testing.T) {
 	byKind := crds(t)
-	if len(byKind) != len(api.Kinds) {
-		t.Errorf("%d CRDs for %d kinds", len(byKind), len(api.Kinds))
+	kinds := append(slices.Clone(api.Kinds), api.KindPtahRealm)
+	if len(byKind) != len(kinds) {
+		t.Errorf("%d CRDs for %d kinds", len(byKind), len(kinds))
 	}
-	for _, kind := range api.Kinds {
+	if crd := byKind[api.KindPtahRealm]; crd == nil || crd.Spec.Scope != "Cluster" {
+		t.Errorf("the realm object's CRD is not cluster-scoped")
+	}
+	for _, kind := range kinds {
 		crd := byKind[kind]
 		if crd == nil {
 			t.Errorf("no CRD for %s", kind)
@@ -225,7 +230,7 @@ func TestKustomizeBaseIsAcceptedByTheAPIServer(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	for kind, want := range map[string]int{"CustomResourceDefinition": len(api.Kinds), "Namespace": 1, "Deployment": 1,
+	for kind, want := range map[string]int{"CustomResourceDefinition": len(api.Kinds) + 1 /* PtahRealm */, "Namespace": 1, "Deployment": 1,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2, "ServiceAccount": 1} {
 		if kinds[kind] != want {
 			t.Errorf("the base renders %d %s, want %d", kinds[kind], kind, want)

@@ -53,6 +53,10 @@ type Payload struct {
 	Schema *api.PtahSchemaPlanSpec `json:"schema,omitempty"`
 	// SchemaSpec is the resource's spec (TaskObserve, TaskRederive).
 	SchemaSpec *api.PtahSchemaSpec `json:"schemaSpec,omitempty"`
+	// CoordinationScope is what the spec's coordination key is scoped to
+	// in the cluster: "namespace/NS", or "realm/NAME" for a key a
+	// PtahRealm joins across namespaces.
+	CoordinationScope string `json:"coordinationScope,omitempty"`
 }
 
 func (p Payload) task() string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -62,6 +63,9 @@ type Options struct {
 	// Namespaces, when set, are the only namespaces whose resources the
 	// manager reconciles; empty: all.
 	Namespaces []string
+	// Namespace is the manager's own (default: $POD_NAMESPACE, else
+	// ptah-system): the Leases of keys a PtahRealm joins live there.
+	Namespace string
 	// RunTimeout bounds an apply, ReadTimeout a reading (defaults: 1h,
 	// 10m).
 	RunTimeout, ReadTimeout time.Duration
@@ -116,7 +120,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	schemas := &SchemaReconciler{Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
 		Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute),
-		Events: mgr.GetEventRecorder("ptah")}
+		Events: mgr.GetEventRecorder("ptah"), Namespace: cmp.Or(o.Namespace, os.Getenv("POD_NAMESPACE"), "ptah-system")}
 	if err := schemas.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the PtahSchema reconciler: %w", err)
 	}

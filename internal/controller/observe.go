@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -50,10 +51,11 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 	defer conn.Close(context.WithoutCancel(ctx))
 	s := &api.PtahSchema{Spec: *p.SchemaSpec}
 	if k := s.Spec.Target.CoordinationKey; k != "" {
-		// In a cluster a coordination key is its namespace's: a tenant
-		// cannot block another by naming the same key (the same database
-		// still conflicts wherever it is claimed, by its identity).
-		s.Spec.Target.CoordinationKey = p.Namespace + "/" + k
+		// In a cluster a coordination key is its namespace's, unless a
+		// PtahRealm joins several: a tenant cannot hold up another by
+		// naming the same key (the same database still conflicts wherever
+		// it is claimed, by its identity).
+		s.Spec.Target.CoordinationKey = ScopedKey(cmp.Or(p.CoordinationScope, "namespace/"+p.Namespace), k)
 	}
 	s.Name, s.Namespace = p.Resource, p.Namespace
 	r := &runner.Runner{Target: conn, Version: run.Version}

@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -52,6 +55,9 @@ type SchemaReconciler struct {
 	RunTimeout, ReadTimeout time.Duration
 	// Events records a Kubernetes Event on each change of phase or reason.
 	Events recorder.EventRecorder
+	// Namespace is the manager's own: the Leases of coordination keys a
+	// PtahRealm joins across namespaces live there.
+	Namespace string
 }
 
 // Failpoints the reconciler stops at in crash tests (see failpoint).
@@ -131,6 +137,11 @@ type schemaPass struct {
 
 	observation *engine.Observation
 	rederived   string
+
+	// scope is what the resource's coordination key is scoped to (its
+	// namespace, or the PtahRealm admitting it), leaseNS where its
+	// database's Lease lives.
+	scope, leaseNS string
 }
 
 // Reconcile runs the pass for one PtahSchema until it reaches a stable
@@ -173,6 +184,9 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 		p.obj = obj
 		if err := p.decode(); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := p.resolveScope(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
 		in, err := p.records.Read(ctx, p.obj)
@@ -228,6 +242,48 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 	return ctrl.Result{}, fmt.Errorf("%s/%s: the pass did not settle after %d steps; this is a bug", p.obj.Namespace, p.obj.Name, maxSteps)
+}
+
+// resolveScope finds what the resource's coordination key is scoped to,
+// and where its database's Lease lives (see scopeOf).
+func (p *schemaPass) resolveScope(ctx context.Context) error {
+	realms, err := p.realms(ctx)
+	if err != nil {
+		return err
+	}
+	p.scope, p.leaseNS = scopeOf(realms, p.obj.Namespace, p.s.Spec.Target.CoordinationKey), p.obj.Namespace
+	if strings.HasPrefix(p.scope, "realm/") {
+		p.leaseNS = cmp.Or(p.r.Namespace, p.obj.Namespace)
+	}
+	return nil
+}
+
+func (p *schemaPass) realms(ctx context.Context) ([]api.PtahRealm, error) {
+	var realms api.PtahRealmList
+	if err := p.r.Client.List(ctx, &realms); err != nil {
+		return nil, fmt.Errorf("reading the PtahRealms: %w", err)
+	}
+	return realms.Items, nil
+}
+
+// scopeOf is what a coordination key named in namespace is scoped to in
+// the cluster: the PtahRealm that names the key and the namespace, else
+// the namespace alone.
+func scopeOf(realms []api.PtahRealm, namespace, key string) string {
+	for _, r := range realms {
+		if key != "" && r.Spec.CoordinationKey == key && slices.Contains(r.Spec.Namespaces, namespace) {
+			return "realm/" + r.Name
+		}
+	}
+	return "namespace/" + namespace
+}
+
+// ScopedKey is the coordination key a reading fingerprints, in a cluster.
+func ScopedKey(scope, key string) string {
+	if key == "" {
+		return ""
+	}
+	return scope + "/" + key
 }
 
 // applyRunning: the dispatched apply's Pod may still write and its
@@ -314,15 +370,29 @@ func (p *schemaPass) write(ctx context.Context, st api.PtahSchemaStatus) error {
 	return nil
 }
 
-// census is every PtahSchema and PtahMigration of the cluster whose
-// database a reading has named, as a claimant of it, and this resource
-// among them (by its own latest reading, else its record). One that was
-// never read yet is not counted: it has dispatched nothing.
+// census is every PtahSchema and PtahMigration of the cluster as a
+// claimant of its database, and this resource among them. A resource's
+// coordination digest follows from its spec when it names a key (scoped
+// as its reading scopes it); else, like its target's identity, from its
+// latest reading (status.target). One never read, without a key, is not
+// counted: it has dispatched nothing.
 func (p *schemaPass) census(ctx context.Context, st api.PtahSchemaStatus) ([]engine.Claimant, engine.Claimant, error) {
-	self := engine.Claimant{Kind: api.KindPtahSchema, Namespace: p.obj.Namespace, Name: p.obj.Name, SharedRealm: p.s.Spec.Target.SharedRealm}
-	if t := st.Target; t != nil {
-		self.CoordinationDigest, self.TargetIdentityDigest = t.CoordinationDigest, t.TargetIdentityDigest
+	realms, err := p.realms(ctx)
+	if err != nil {
+		return nil, engine.Claimant{}, err
 	}
+	claimant := func(kind, ns, name string, target api.Target, observed *api.ObservedTarget) engine.Claimant {
+		c := engine.Claimant{Kind: kind, Namespace: ns, Name: name, SharedRealm: target.SharedRealm}
+		if observed != nil {
+			c.CoordinationDigest, c.TargetIdentityDigest = observed.CoordinationDigest, observed.TargetIdentityDigest
+		}
+		if target.CoordinationKey != "" {
+			target.CoordinationKey = ScopedKey(scopeOf(realms, ns, target.CoordinationKey), target.CoordinationKey)
+			c.CoordinationDigest = runner.CoordinationDigest(api.PtahSchemaSpec{Target: target}, c.TargetIdentityDigest)
+		}
+		return c
+	}
+	self := claimant(api.KindPtahSchema, p.obj.Namespace, p.obj.Name, p.s.Spec.Target, st.Target)
 	realm := []engine.Claimant{self}
 	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
 		objs, err := p.r.Store.List(ctx, store.ListOptions{Kind: kind})
@@ -333,17 +403,17 @@ func (p *schemaPass) census(ctx context.Context, st api.PtahSchemaStatus) ([]eng
 			if o.Kind == self.Kind && o.Namespace == self.Namespace && o.Name == self.Name {
 				continue
 			}
-			var rec struct {
-				Spec struct {
-					Target api.Target `json:"target"`
-				}
-				Status api.RunState
+			var spec struct {
+				Target api.Target `json:"target"`
 			}
-			if json.Unmarshal(o.Spec, &rec.Spec) != nil || json.Unmarshal(o.Status, &rec.Status) != nil || rec.Status.Target == nil {
+			var status api.RunState
+			if json.Unmarshal(o.Spec, &spec) != nil || len(o.Status) > 0 && json.Unmarshal(o.Status, &status) != nil {
 				continue
 			}
-			realm = append(realm, engine.Claimant{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, SharedRealm: rec.Spec.Target.SharedRealm,
-				CoordinationDigest: rec.Status.Target.CoordinationDigest, TargetIdentityDigest: rec.Status.Target.TargetIdentityDigest})
+			c := claimant(o.Kind, o.Namespace, o.Name, spec.Target, status.Target)
+			if c.CoordinationDigest != "" {
+				realm = append(realm, c)
+			}
 		}
 	}
 	return realm, self, nil
@@ -494,7 +564,7 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 		id = cur
 	}
 	payload := Payload{OperationID: id, Task: task, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
-		SchemaSpec: &p.s.Spec}
+		SchemaSpec: &p.s.Spec, CoordinationScope: p.scope}
 	parts, err := splitPayload(payload)
 	if err != nil {
 		return ctrl.Result{}, true, err
@@ -759,7 +829,7 @@ func LeaseName(coordinationDigest string) string {
 
 func (p *schemaPass) leaseHolder(ctx context.Context, digest string) (string, error) {
 	var l coordinationv1.Lease
-	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: LeaseName(digest)}, &l)
+	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.leaseNS, Name: LeaseName(digest)}, &l)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -775,7 +845,7 @@ func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, 
 	op := d.Operation
 	holder := op.ID
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.obj.Namespace, Name: LeaseName(op.CoordinationDigest),
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.leaseNS, Name: LeaseName(op.CoordinationDigest),
 			Labels: map[string]string{LabelResourceUID: p.obj.UID, LabelOperation: op.ID}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: p.r.Now()}},
 	}
@@ -798,7 +868,7 @@ func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, 
 // releaseLease deletes the Lease of digest if operationID holds it.
 func (p *schemaPass) releaseLease(ctx context.Context, digest, operationID string) error {
 	var l coordinationv1.Lease
-	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: LeaseName(digest)}, &l)
+	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.leaseNS, Name: LeaseName(digest)}, &l)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -820,7 +890,7 @@ func (p *schemaPass) releaseLease(ctx context.Context, digest, operationID strin
 // undispatched claim and releasing its Lease): nothing ran under them.
 func (p *schemaPass) releaseStrayLeases(ctx context.Context, st api.PtahSchemaStatus) error {
 	var leases coordinationv1.LeaseList
-	if err := p.r.Client.List(ctx, &leases, client.InNamespace(p.obj.Namespace), client.MatchingLabels{LabelResourceUID: p.obj.UID}); err != nil {
+	if err := p.r.Client.List(ctx, &leases, client.InNamespace(p.leaseNS), client.MatchingLabels{LabelResourceUID: p.obj.UID}); err != nil {
 		return err
 	}
 	named := map[string]bool{}

@@ -700,3 +700,46 @@ func TestASuspendedPtahSchemaStartsNothingInCluster(t *testing.T) {
 	}
 	c.waitFor("the plan once resumed", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
 }
+
+// TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster: two
+// PtahSchemas in two namespaces, on two databases, name the same
+// coordination key. Each key is its namespace's: neither holds up the
+// other. Once an administrator's PtahRealm joins the key across both
+// namespaces, they are one realm, and the census blocks the newcomer.
+func TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster(t *testing.T) {
+	a, b := newCluster(t), newCluster(t)
+	a.serve()
+	b.serve()
+	key := api.Target{CoordinationKey: "billing-" + strings.ToLower(a.ns[:8])}
+	files := map[string]string{"01_accounts.sql": accountsSQL}
+	a.declareNamed("app", files, key, api.Policy{Apply: api.ApplyNever})
+	b.declareNamed("app", files, key, api.Policy{Apply: api.ApplyNever})
+	for _, c := range []*cluster{a, b} {
+		st := c.waitFor("its plan, unblocked", func(s api.PtahSchemaStatus) bool { return s.Target != nil && s.Plan != nil })
+		if st.Phase == api.PhaseBlocked {
+			t.Errorf("%s: %s/%s with a key of its own namespace: %s", c.ns, st.Phase, st.Reason, st.Message)
+		}
+	}
+
+	realm := &api.PtahRealm{ObjectMeta: metav1.ObjectMeta{Name: "billing-" + a.ns[:8]}, Spec: api.PtahRealmSpec{
+		CoordinationKey: key.CoordinationKey, Namespaces: []string{a.ns, b.ns}}}
+	if err := a.e.Client.Create(context.Background(), realm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.e.Client.Delete(context.Background(), realm) })
+	// A spec change wakes each; the census then counts both as one realm.
+	for _, c := range []*cluster{a, b} {
+		var s api.PtahSchema
+		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "app"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Interval = "1m"
+		if err := c.e.Client.Update(context.Background(), &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := b.waitFor("the realm's census", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonRealmConflict })
+	if !strings.Contains(st.Message, a.ns) {
+		t.Errorf("the conflict does not name the other namespace's resource: %s", st.Message)
+	}
+}

@@ -34,6 +34,7 @@ var knownKinds = map[string]bool{
 	api.KindPtahSchema: true, api.KindPtahSchemaPlan: true, api.KindPtahSchemaApproval: true,
 	api.KindPtahMigration: true, api.KindPtahMigrationPlan: true, api.KindPtahMigrationApproval: true,
 	api.KindPtahMigrationRunAcknowledgment: true,
+	api.KindPtahRealm:                      true, // a cluster's, read from the API, never stored
 	RecordLease:                            true, RecordRun: true, RecordHistory: true,
 }
 

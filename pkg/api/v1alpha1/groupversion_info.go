@@ -22,6 +22,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&PtahSchemaPlan{}, &PtahSchemaPlanList{},
 		&PtahSchemaApproval{}, &PtahSchemaApprovalList{},
 		&PtahMigration{}, &PtahMigrationList{},
+		&PtahRealm{}, &PtahRealmList{},
 		&PtahMigrationPlan{}, &PtahMigrationPlanList{},
 		&PtahMigrationApproval{}, &PtahMigrationApprovalList{},
 		&PtahMigrationRunAcknowledgment{}, &PtahMigrationRunAcknowledgmentList{},

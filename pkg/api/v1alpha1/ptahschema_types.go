@@ -62,7 +62,6 @@ type PtahSchemaSpec struct {
 type Schedule struct {
 	// Interval is how often ptah serve observes the database again once
 	// it is in sync (a Go duration, at least 30s).
-	// +kubebuilder:default="5m"
 	// +optional
 	Interval string `json:"interval,omitempty"`
 	// Suspend stops ptah serve from starting anything new for the
