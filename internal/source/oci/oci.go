@@ -281,7 +281,7 @@ func fetchError(ref Ref, what string, err error) error {
 	case errors.As(err, &resp) && resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s: access denied to repository %q on registry %q: %w", ref, ref.Repository, ref.Registry, err)
 	case errors.Is(err, errdef.ErrNotFound):
-		return fmt.Errorf("%s: %s not found in %s/%s: %w", ref, what, ref.Registry, ref.Repository, err)
+		return fmt.Errorf("%s: %s: %w in %s/%s", ref, what, errdef.ErrNotFound, ref.Registry, ref.Repository)
 	}
 	return fmt.Errorf("%s: fetching %s: %w", ref, what, err)
 }
