@@ -81,7 +81,8 @@ func (a *app) runExec(ctx context.Context, o execOptions) error {
 		return fmt.Errorf("%w: %s is not set: the Job's Pod gets the URL from the resource's Secret key", errClusterConfig, controller.EnvDatabaseURL)
 	}
 	run := controller.ExecRun{OperationID: o.Operation, PlanDigest: o.PlanDigest,
-		Parts: os.DirFS(o.PlanDir), Deadline: o.Deadline, DatabaseURL: url, SourceDir: o.SourceDir, Version: versionString()}
+		Parts: os.DirFS(o.PlanDir), Deadline: o.Deadline, DatabaseURL: url, SourceDir: o.SourceDir, Version: versionString(),
+		RegistryConfig: []byte(os.Getenv(controller.EnvRegistryConfig))}
 	if o.APICredentials != "" {
 		st, err := controller.RecordsFromCredentials(o.APICredentials)
 		if err != nil {

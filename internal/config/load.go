@@ -256,12 +256,13 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 		return nil, errs
 	}
 	var source *v1alpha1.ConfigMapSource
+	var oci *v1alpha1.OCISource
 	if r.Schema != nil {
-		source = r.Schema.Spec.Source.ConfigMap
+		source, oci = r.Schema.Spec.Source.ConfigMap, r.Schema.Spec.Source.OCI
 	} else {
 		source = r.Migration.Spec.Source.ConfigMap
 	}
-	for _, fe := range v1alpha1.ClusterOnly(r.Target(), source) {
+	for _, fe := range v1alpha1.ClusterOnly(r.Target(), source, oci) {
 		errs = append(errs, &Error{File: path, Line: lineOf(root, fe.Field), Resource: r.Ref(), Err: &fe})
 	}
 	if len(errs) > 0 {

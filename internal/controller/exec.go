@@ -128,6 +128,9 @@ type ExecRun struct {
 	DatabaseURL string
 	// SourceDir holds the declared files (a reading's task).
 	SourceDir string
+	// RegistryConfig is a dockerconfigjson with the registry's
+	// credentials, for a reading of an OCI source.
+	RegistryConfig []byte
 	// Records is where a reading publishes its transport plan object
 	// (TaskObserve): the API, as the planner's ServiceAccount.
 	Records store.Store

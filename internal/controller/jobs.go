@@ -36,6 +36,9 @@ const (
 	// EnvDatabaseURL holds the target's URL in the Pod, from the Secret key
 	// the resource names; it is never an argument.
 	EnvDatabaseURL = "PTAH_DATABASE_URL"
+	// EnvRegistryConfig holds a reading's registry credentials (a
+	// dockerconfigjson), from the resource's pull Secret.
+	EnvRegistryConfig = "PTAH_REGISTRY_CONFIG"
 	// LabelOperation marks the Job and the ConfigMaps of one operation.
 	LabelOperation = "ptah.run/operation"
 	// LabelResourceUID marks the Jobs of one resource.
@@ -134,6 +137,9 @@ type ExecRequest struct {
 	Task string
 	// Source is the ConfigMap of declared files a reading mounts.
 	Source string
+	// RegistrySecret is the dockerconfigjson Secret whose credentials a
+	// reading of an OCI source pulls with.
+	RegistrySecret string
 	// ServiceAccount, when set, runs the Pod as that account with its
 	// token mounted (a reading that hands statements back); empty: no
 	// token at all.
@@ -202,6 +208,12 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: r.Source}}}})
 	}
+	env := []corev1.EnvVar{{Name: EnvDatabaseURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: r.URLSecret}, Key: r.URLKey}}}}
+	if r.RegistrySecret != "" {
+		env = append(env, corev1.EnvVar{Name: EnvRegistryConfig, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: r.RegistrySecret}, Key: corev1.DockerConfigJsonKey}}})
+	}
 	automount := &f
 	if r.ServiceAccount != "" {
 		automount = &t
@@ -225,11 +237,10 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
-						Name:  "run",
-						Image: r.Image,
-						Args:  args,
-						Env: []corev1.EnvVar{{Name: EnvDatabaseURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-							LocalObjectReference: corev1.LocalObjectReference{Name: r.URLSecret}, Key: r.URLKey}}}},
+						Name:                     "run",
+						Image:                    r.Image,
+						Args:                     args,
+						Env:                      env,
 						VolumeMounts:             mounts,
 						TerminationMessagePath:   TerminationMessagePath,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
+	"github.com/ptah-run/ptah/internal/source/oci"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -37,10 +39,16 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 		res.Outcome, res.Message = outcome, err.Error()
 		return res, err
 	}
-	if p.SchemaSpec == nil || p.SchemaSpec.Source.ConfigMap == nil {
-		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahSchema with a ConfigMap source", ErrRefused))
+	if p.SchemaSpec == nil || p.SchemaSpec.Source.ConfigMap == nil && p.SchemaSpec.Source.OCI == nil {
+		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahSchema with a ConfigMap or OCI source", ErrRefused))
 	}
-	files, err := sourceFiles(run.SourceDir, p.SchemaSpec.Source.ConfigMap.Name)
+	var files []catalog.SourceFile
+	var err error
+	if src := p.SchemaSpec.Source; src.OCI != nil {
+		files, err = pullFiles(ctx, src.OCI.Ref, run.RegistryConfig)
+	} else {
+		files, err = sourceFiles(run.SourceDir, src.ConfigMap.Name)
+	}
 	if err != nil {
 		return fail(OutcomeFailed, err)
 	}
@@ -90,6 +98,37 @@ func sourceFiles(dir, name string) ([]catalog.SourceFile, error) {
 		out[i] = catalog.SourceFile{Name: name + "/" + path.Base(f.Name), SQL: f.SQL}
 	}
 	return out, nil
+}
+
+// pullFiles pulls the declared files of the artifact ref (pinned by
+// digest, verified), with the credentials of the dockerconfigjson
+// registryConfig if any. Each is named REF/TITLE: the artifact digest the
+// plan binds covers the reference, and so the manifest's digest.
+func pullFiles(ctx context.Context, ref string, registryConfig []byte) ([]catalog.SourceFile, error) {
+	r, err := oci.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	opts := oci.Options{PlainHTTP: oci.IsLoopback(r.Registry)}
+	if len(registryConfig) > 0 {
+		if opts.Credentials, err = oci.CredentialsFromDockerConfig(registryConfig, r.Registry); err != nil {
+			return nil, err
+		}
+	}
+	pulled, err := oci.Pull(ctx, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	var files []catalog.SourceFile
+	for _, f := range pulled {
+		if strings.HasSuffix(f.Name, ".sql") {
+			files = append(files, catalog.SourceFile{Name: r.String() + "/" + f.Name, SQL: string(f.Data)})
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s has no layer titled *.sql: its layers are the declared files", r)
+	}
+	return files, nil
 }
 
 // publishTransport stores the reading's plan, as the pass would publish

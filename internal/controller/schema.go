@@ -308,8 +308,8 @@ func servable(spec api.PtahSchemaSpec) string {
 	switch {
 	case spec.Target.URLFrom == nil || spec.Target.URLFrom.SecretKeyRef == nil:
 		return "ptah serve reads the database URL from a Secret: set spec.target.urlFrom.secretKeyRef {name, key}"
-	case spec.Source.ConfigMap == nil:
-		return "ptah serve reads the declared files from a ConfigMap: set spec.source.configMap.name"
+	case spec.Source.ConfigMap == nil && spec.Source.OCI == nil:
+		return "ptah serve reads the declared files from a ConfigMap or an OCI artifact: set spec.source.configMap.name or spec.source.oci.ref"
 	}
 	return ""
 }
@@ -668,9 +668,18 @@ func splitPayload(p Payload) (PlanParts, error) {
 
 func (p *schemaPass) request(id, task string, now, deadline time.Time, parts PlanParts) ExecRequest {
 	ref := p.s.Spec.Target.URLFrom.SecretKeyRef
-	return ExecRequest{Namespace: p.obj.Namespace, ResourceKind: api.KindPtahSchema, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
-		OperationID: id, Image: p.r.Image, URLSecret: ref.Name, URLKey: ref.Key, Deadline: deadline, Now: now, Plan: parts,
-		Task: task, Source: p.s.Spec.Source.ConfigMap.Name}
+	req := ExecRequest{Namespace: p.obj.Namespace, ResourceKind: api.KindPtahSchema, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
+		OperationID: id, Image: p.r.Image, URLSecret: ref.Name, URLKey: ref.Key, Deadline: deadline, Now: now, Plan: parts, Task: task}
+	if task == TaskApply {
+		return req // it runs the claimed plan, never the source
+	}
+	switch src := p.s.Spec.Source; {
+	case src.ConfigMap != nil:
+		req.Source = src.ConfigMap.Name
+	case src.OCI != nil:
+		req.RegistrySecret = src.OCI.PullSecret
+	}
+	return req
 }
 
 // startJob creates the request's plan parts and its Job. Both are named

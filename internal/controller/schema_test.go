@@ -32,6 +32,7 @@ import (
 	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/kubetest"
 	"github.com/ptah-run/ptah/internal/pgtest"
+	"github.com/ptah-run/ptah/internal/source/oci/ocitest"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -742,4 +743,59 @@ func TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster(t *testin
 	if !strings.Contains(st.Message, a.ns) {
 		t.Errorf("the conflict does not name the other namespace's resource: %s", st.Message)
 	}
+}
+
+// TestServeReadsAnOCIArtifactPinnedByDigestInCluster: the declared files
+// come from an OCI artifact pinned by digest; the plan binds the
+// artifact, and a new digest in the spec is a new plan.
+func TestServeReadsAnOCIArtifactPinnedByDigestInCluster(t *testing.T) {
+	c := newCluster(t)
+	reg := ocitest.Start(t)
+	v1 := reg.Push(t, "acme/app-schema", map[string]string{"01_accounts.sql": accountsSQL})
+	s := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: c.ns}, Spec: api.PtahSchemaSpec{
+		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
+		Source: api.Source{OCI: &api.OCISource{Ref: v1}},
+	}}
+	if err := c.e.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c.serve()
+	first := c.waitFor("the plan of v1", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	plan := c.plan(first.Plan.Name)
+	if len(plan.Spec.Statements) == 0 || !strings.Contains(plan.Spec.Statements[0].SQL, "CREATE TABLE public.accounts") {
+		t.Fatalf("the plan of v1: %+v", plan.Spec.Statements)
+	}
+
+	v2 := reg.Push(t, "acme/app-schema", map[string]string{"01_accounts.sql": accountsSQL, "02_orders.sql": "CREATE TABLE public.orders (id bigint);\n"})
+	if err := c.e.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Source.OCI.Ref = v2
+	if err := c.e.Client.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	second := c.waitFor("the plan of v2", func(s api.PtahSchemaStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil && s.Plan.UID != first.Plan.UID
+	})
+	p2 := c.plan(second.Plan.Name)
+	if p2.Spec.Bindings.ArtifactDigest == plan.Spec.Bindings.ArtifactDigest {
+		t.Error("two artifacts, one artifact digest")
+	}
+	var sqls []string
+	for _, st := range p2.Spec.Statements {
+		sqls = append(sqls, st.SQL)
+	}
+	if !strings.Contains(strings.Join(sqls, "\n"), "public.orders") {
+		t.Errorf("the plan of v2 does not create orders: %v", sqls)
+	}
+}
+
+// plan reads the plan object name.
+func (c *cluster) plan(name string) api.PtahSchemaPlan {
+	c.t.Helper()
+	var p api.PtahSchemaPlan
+	if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, &p); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
 }

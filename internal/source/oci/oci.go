@@ -101,7 +101,7 @@ func pull(ctx context.Context, ref Ref, opts Options) ([]File, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	if opts.PlainHTTP && !isLoopback(ref.Registry) {
+	if opts.PlainHTTP && !IsLoopback(ref.Registry) {
 		return nil, fmt.Errorf("%s: plain HTTP is only allowed to a loopback registry (127.0.0.1, ::1, localhost), not %q", ref, ref.Registry)
 	}
 	if c := opts.Credentials; c != nil && (c.Username == "" || c.Password == "") {
@@ -286,9 +286,9 @@ func fetchError(ref Ref, what string, err error) error {
 	return fmt.Errorf("%s: fetching %s: %w", ref, what, err)
 }
 
-// isLoopback reports whether the host of a "host[:port]" registry is a
+// IsLoopback reports whether the host of a "host[:port]" registry is a
 // loopback IP address or "localhost".
-func isLoopback(hostport string) bool {
+func IsLoopback(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h

@@ -632,8 +632,8 @@ func TestIsLoopback(t *testing.T) {
 		{"ghcr.io", false},
 	}
 	for _, tt := range tests {
-		if got := isLoopback(tt.host); got != tt.want {
-			t.Errorf("isLoopback(%q) = %v, want %v", tt.host, got, tt.want)
+		if got := IsLoopback(tt.host); got != tt.want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", tt.host, got, tt.want)
 		}
 	}
 }

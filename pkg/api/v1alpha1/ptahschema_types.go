@@ -139,6 +139,24 @@ type Source struct {
 	// (ptah serve only).
 	// +optional
 	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+	// OCI is an artifact pinned by digest whose layers are the *.sql
+	// files, each named by its title annotation (ptah serve only).
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
+}
+
+// OCISource is an OCI artifact pinned by its manifest's digest: the digest
+// is the whole version, and a plan binds it (the artifact digest covers
+// the reference and every file).
+type OCISource struct {
+	// Ref is oci://REGISTRY/REPOSITORY@sha256:DIGEST; a tag is refused.
+	// +kubebuilder:validation:Pattern=`^oci://[^@]+@sha256:[0-9a-f]{64}$`
+	Ref string `json:"ref"`
+	// PullSecret names a kubernetes.io/dockerconfigjson Secret of the
+	// resource's namespace with the registry's credentials; the reading
+	// Job gets it, the manager never reads it.
+	// +optional
+	PullSecret string `json:"pullSecret,omitempty"`
 }
 
 // ApplyPolicy says when a plan may be applied.

@@ -70,7 +70,7 @@ func (s *PtahSchema) Validate() error {
 	errs.object(s.TypeMeta, s.ObjectMeta, KindPtahSchema)
 	errs.target(s.Spec.Target)
 
-	errs.source(s.Spec.Source.Path, s.Spec.Source.ConfigMap, "a directory of .sql files")
+	errs.source(s.Spec.Source.Path, s.Spec.Source.ConfigMap, s.Spec.Source.OCI, "a directory of .sql files")
 	errs.schedule(s.Spec.Schedule)
 
 	seen := map[string]bool{}
@@ -102,7 +102,7 @@ func (m *PtahMigration) Validate() error {
 	errs.target(m.Spec.Target)
 
 	src := m.Spec.Source
-	errs.source(src.Path, src.ConfigMap, "a directory of versioned .sql files")
+	errs.source(src.Path, src.ConfigMap, nil, "a directory of versioned .sql files")
 	errs.schedule(m.Spec.Schedule)
 	if src.Layout != LayoutDetect && !slices.Contains(MigrationLayouts, src.Layout) {
 		errs.add("spec.source.layout", "%q is not one of %s; leave it out to detect the layout from the file names",
@@ -208,16 +208,27 @@ func (e *fieldErrors) target(t Target) {
 }
 
 // source checks that exactly one of spec.source's places is named.
-func (e *fieldErrors) source(path string, cm *ConfigMapSource, what string) {
+func (e *fieldErrors) source(path string, cm *ConfigMapSource, oci *OCISource, what string) {
+	set := 0
+	for _, s := range []bool{path != "", cm != nil, oci != nil} {
+		if s {
+			set++
+		}
+	}
 	switch {
-	case path == "" && cm == nil:
-		e.add("spec.source.path", "required: %s (or, for ptah serve, spec.source.configMap)", what)
-	case path != "" && cm != nil:
-		e.add("spec.source", "path and configMap are mutually exclusive")
+	case set == 0:
+		e.add("spec.source.path", "required: %s (or, for ptah serve, spec.source.configMap or spec.source.oci)", what)
+	case set > 1:
+		e.add("spec.source", "path, configMap and oci are mutually exclusive")
 	case cm != nil && cm.Name == "":
 		e.add("spec.source.configMap.name", "required: the ConfigMap whose keys are the files")
+	case oci != nil && !ociRef.MatchString(oci.Ref):
+		e.add("spec.source.oci.ref", "%q is not an artifact pinned by digest: write oci://REGISTRY/REPOSITORY@sha256:<64 hex digits> (a tag is not a version)", oci.Ref)
 	}
 }
+
+// ociRef is an OCI reference pinned by a sha256 digest.
+var ociRef = regexp.MustCompile(`^oci://[^@]+@sha256:[0-9a-f]{64}$`)
 
 // MinInterval is the shortest spec.interval: a database is not observed
 // more often than this.
@@ -251,7 +262,7 @@ func (s Schedule) IntervalDuration() time.Duration {
 
 // ClusterOnly lists the fields of spec that only ptah serve reads (a
 // Secret, a ConfigMap): local mode refuses them by name.
-func ClusterOnly(t Target, configMap *ConfigMapSource) []FieldError {
+func ClusterOnly(t Target, configMap *ConfigMapSource, oci *OCISource) []FieldError {
 	var out []FieldError
 	if t.URLFrom != nil && t.URLFrom.SecretKeyRef != nil {
 		out = append(out, FieldError{Field: "spec.target.urlFrom.secretKeyRef",
@@ -260,6 +271,10 @@ func ClusterOnly(t Target, configMap *ConfigMapSource) []FieldError {
 	if configMap != nil {
 		out = append(out, FieldError{Field: "spec.source.configMap",
 			Detail: "a ConfigMap is read by ptah serve in a cluster; from a file, use spec.source.path"})
+	}
+	if oci != nil {
+		out = append(out, FieldError{Field: "spec.source.oci",
+			Detail: "an OCI artifact is read by ptah serve in a cluster; from a file, use spec.source.path"})
 	}
 	return out
 }

@@ -93,6 +93,11 @@ func TestValidate(t *testing.T) {
 		}, []string{`spec.target.urlFrom: env, file and secretKeyRef are mutually exclusive`}},
 		{"configMap without name", func(s *PtahSchema) { s.Spec.Source = Source{ConfigMap: &ConfigMapSource{}} },
 			[]string{`spec.source.configMap.name: required`}},
+		{"oci by tag", func(s *PtahSchema) { s.Spec.Source = Source{OCI: &OCISource{Ref: "oci://r.example/schemas:v1"}} },
+			[]string{`spec.source.oci.ref: "oci://r.example/schemas:v1" is not an artifact pinned by digest`}},
+		{"oci and path", func(s *PtahSchema) {
+			s.Spec.Source.OCI = &OCISource{Ref: "oci://r.example/s@sha256:" + strings.Repeat("a", 64)}
+		}, []string{`spec.source: path, configMap and oci are mutually exclusive`}},
 		{"interval too short", func(s *PtahSchema) { s.Spec.Interval = "10s" },
 			[]string{`spec.interval: 10s is shorter than the minimum 30s`}},
 		{"bad engine", func(s *PtahSchema) { s.Spec.Target.Engine = "mysql" },
