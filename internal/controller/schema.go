@@ -581,7 +581,7 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 		}
 		return ctrl.Result{}, true, p.startJob(ctx, req)
 	}
-	defer p.removeJob(ctx, id, res)
+	defer p.removeJob(ctx, id)
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
 		return p.readingFailed(ctx, id, describe(res))
 	}
@@ -734,7 +734,7 @@ func (p *schemaPass) jobResult(ctx context.Context, id, digest string) (res *Res
 
 // removeJob deletes an operation's Job, Pods and plan parts once its
 // result is recorded, and a reading's transport object.
-func (p *schemaPass) removeJob(ctx context.Context, id string, res *Result) {
+func (p *schemaPass) removeJob(ctx context.Context, id string) {
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
@@ -746,10 +746,9 @@ func (p *schemaPass) removeJob(ctx context.Context, id string, res *Result) {
 	for i := range MaxChunks {
 		_ = p.r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PartsName(p.obj.UID, id, i)}})
 	}
-	if res != nil && res.Observation != nil && res.Observation.Transport != nil {
-		t := res.Observation.Transport
-		_ = p.r.Store.Delete(ctx, api.KindPtahSchemaPlan, ns, t.Name, t.UID)
-	}
+	// By name, whatever the result said: a reading whose result was not
+	// believed may have created it all the same.
+	_ = p.r.Store.Delete(ctx, api.KindPtahSchemaPlan, ns, TransportName(p.obj.Name, id), "")
 }
 
 // dispatch writes the dispatch marker, then creates the apply's Job: a
@@ -820,7 +819,7 @@ func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bo
 		return false, err
 	}
 	p.observation, p.rederived = nil, ""
-	p.removeJob(ctx, op.ID, nil)
+	p.removeJob(ctx, op.ID)
 	return true, nil
 }
 
