@@ -124,6 +124,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := schemas.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the PtahSchema reconciler: %w", err)
 	}
+	if err := (&MigrationReconciler{Store: kubestore.New(direct)}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("registering the PtahMigration reconciler: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ const (
 	ReasonApplying              = "Applying"
 	ReasonVerifying             = "Verifying"
 	ReasonApplyFailed           = "ApplyFailed"
+	// ReasonNotServed: this ptah serve does not run the resource's kind
+	// (PtahMigration, so far): nothing was read or run.
+	ReasonNotServed = "NotServed"
 	// ReasonSuspended: spec.suspend is true; ptah serve starts nothing
 	// for the resource (the phase is where it was).
 	ReasonSuspended = "Suspended"
