@@ -27,7 +27,8 @@ for the manager to read; the run's journal in the database holds the rest.
 
 The request is one of three tasks. An apply runs a claimed plan. A reading
 (observe, rederive) reads the database and the declared files (mounted from
-the resource's ConfigMap in --source-dir) and returns the bindings; an
+the resource's ConfigMap in --source-dir, or pulled from its OCI artifact
+with the credentials in ` + controller.EnvRegistryConfig + `) and returns the bindings; an
 observe with statements to run hands them back in a plan object it creates
 with the ServiceAccount token in --api-credentials, which the manager checks,
 reads and deletes. So far ptah exec serves the PtahSchema family.
