@@ -1,0 +1,291 @@
+// A dispatched operation's Job and Pod, in a cluster: creating them once,
+// reading how they ended, whether they may still write, and removing them;
+// the apply's dispatch and accounting.
+
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/failpoint"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// applyRunning: the dispatched apply's Pod may still write and its
+// deadline has not passed: nothing is decided until it ends.
+func (p *schemaPass) applyRunning(ctx context.Context, st api.PtahSchemaStatus) (bool, error) {
+	op := st.ActiveOperation
+	if op == nil || op.DispatchedAt == nil || p.r.Now().After(op.Deadline.Add(deadlineGrace)) {
+		return false, nil
+	}
+	return p.mayStillWrite(ctx, op.ID)
+}
+
+// liveWriters is the cluster's Pod-level answer for each dispatched run
+// the status names: its Pod may still write while it exists and has not
+// ended (restartPolicy Never: an ended Pod never runs again) and the
+// run's deadline has not passed. A missing Job proves nothing: a Job
+// deleted without propagation leaves its Pod running.
+func (p *schemaPass) liveWriters(ctx context.Context, st api.PtahSchemaStatus, now time.Time) (map[string]bool, error) {
+	deadlines := map[string]time.Time{}
+	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+		deadlines[op.ID] = op.Deadline.Time
+	}
+	if po := st.PendingObservation; po != nil {
+		deadlines[po.OperationID] = time.Time{}
+	}
+	if owed := st.OwedRelease; owed != nil {
+		deadlines[owed.OperationID] = time.Time{}
+	}
+	live := map[string]bool{}
+	for id, deadline := range deadlines {
+		if !deadline.IsZero() && now.After(deadline.Add(deadlineGrace)) {
+			continue
+		}
+		may, err := p.mayStillWrite(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		live[id] = may
+	}
+	return live, nil
+}
+
+// mayStillWrite: a Pod of the operation has not ended, or its Job has
+// not finished (its Pod may not exist yet). Once the Job is gone or
+// finished, only a Pod that has not ended can write.
+func (p *schemaPass) mayStillWrite(ctx context.Context, id string) (bool, error) {
+	pods, err := p.pods(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			return true, nil
+		}
+	}
+	var job batchv1.Job
+	err = p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: JobName(p.obj.UID, id)}, &job)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !jobFinished(&job), nil
+}
+
+// jobFinished: the Job controller will create no more Pods for it.
+func jobFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// pods are the Pods of one operation's Job, found by the label the Job's
+// template gives them, which outlives the Job.
+func (p *schemaPass) pods(ctx context.Context, operationID string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := p.r.Client.List(ctx, &pods, client.InNamespace(p.obj.Namespace), client.MatchingLabels{LabelOperation: operationID}); err != nil {
+		return nil, fmt.Errorf("listing the Pods of operation %s: %w", operationID, err)
+	}
+	return pods.Items, nil
+}
+
+func describe(res *Result) string {
+	switch {
+	case res == nil:
+		return "its Pod ended without a result"
+	case res.Message != "":
+		return res.Outcome + ": " + res.Message
+	}
+	return res.Outcome
+}
+
+func splitPayload(p Payload) (PlanParts, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return PlanParts{}, err
+	}
+	return SplitPlan(raw)
+}
+
+func (p *schemaPass) request(id, task string, now, deadline time.Time, parts PlanParts) ExecRequest {
+	ref := p.s.Spec.Target.URLFrom.SecretKeyRef
+	req := ExecRequest{Namespace: p.obj.Namespace, ResourceKind: api.KindPtahSchema, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
+		OperationID: id, Image: p.r.Image, URLSecret: ref.Name, URLKey: ref.Key, Deadline: deadline, Now: now, Plan: parts, Task: task}
+	if task == TaskApply {
+		return req // it runs the claimed plan, never the source
+	}
+	switch src := p.s.Spec.Source; {
+	case src.ConfigMap != nil:
+		req.Source = src.ConfigMap.Name
+	case src.OCI != nil:
+		req.RegistrySecret = src.OCI.PullSecret
+	}
+	return req
+}
+
+// startJob creates the request's plan parts and its Job. Both are named
+// from the resource and the operation: a manager that restarts midway
+// finds what it created instead of creating it again.
+func (p *schemaPass) startJob(ctx context.Context, req ExecRequest) error {
+	for _, cm := range PlanConfigMaps(req) {
+		if err := p.r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the plan parts of operation %s: %w", req.OperationID, err)
+		}
+	}
+	if err := p.r.Client.Create(ctx, BuildJob(req)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Job of operation %s: %w", req.OperationID, err)
+	}
+	return nil
+}
+
+// jobResult reads how operation id's Pod ended: ended is false while no
+// Pod of it has ended; res is nil when an ended Pod left no result bound
+// to id and digest (a result naming another operation or plan is not
+// believed).
+func (p *schemaPass) jobResult(ctx context.Context, id, digest string) (res *Result, ended bool, err error) {
+	pods, err := p.pods(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		ended = true
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				var r Result
+				if json.Unmarshal([]byte(t.Message), &r) == nil && r.OperationID == id && r.PlanDigest == digest {
+					return &r, true, nil
+				}
+			}
+		}
+	}
+	if !ended {
+		// A Job that failed without a Pod (its deadline, a refused Pod)
+		// has ended too.
+		var job batchv1.Job
+		err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: JobName(p.obj.UID, id)}, &job)
+		if err == nil && jobFinished(&job) && job.Status.Active == 0 {
+			return nil, true, nil
+		}
+	}
+	return nil, ended, nil
+}
+
+// removeJob deletes an operation's Job, Pods and plan parts once its
+// result is recorded, and a reading's transport object.
+func (p *schemaPass) removeJob(ctx context.Context, id string) {
+	ns := p.obj.Namespace
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
+	if pods, err := p.pods(ctx, id); err == nil {
+		for i := range pods {
+			_ = p.r.Client.Delete(ctx, &pods[i])
+		}
+	}
+	for i := range MaxChunks {
+		_ = p.r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PartsName(p.obj.UID, id, i)}})
+	}
+	// By name, whatever the result said: a reading whose result was not
+	// believed may have created it all the same.
+	_ = p.r.Store.Delete(ctx, api.KindPtahSchemaPlan, ns, TransportName(p.obj.Name, id), "")
+}
+
+// dispatch writes the dispatch marker, then creates the apply's Job: a
+// run is dispatched once, since a marked claim is never dispatched again
+// (a manager that stops between the two leaves a claim whose Pod never
+// existed, which the next pass settles by observing).
+func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d engine.Decision) (ctrl.Result, bool, error) {
+	op := *d.Operation
+	parts, err := splitPayload(p.applyPayload(op, in.CurrentPlan))
+	if err != nil {
+		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
+	}
+	now := p.r.Now()
+	marked := op
+	marked.DispatchedAt = &api.Time{Time: now}
+	st := d.Status
+	st.ActiveOperation = &marked
+	st.Message = fmt.Sprintf("operation %s runs plan %s in Job %s (deadline %s)", op.ID, op.Plan.Name, JobName(p.obj.UID, op.ID),
+		op.Deadline.UTC().Format(time.RFC3339))
+	if err := p.write(ctx, st); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	failpoint.Hit(FailAfterDispatchMarker)
+	if err := p.startJob(ctx, p.request(op.ID, TaskApply, now, op.Deadline.Time, parts)); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+func (p *schemaPass) applyPayload(op api.Operation, plan *engine.Plan) Payload {
+	return Payload{OperationID: op.ID, Task: TaskApply, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
+		CoordinationDigest: op.CoordinationDigest, Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: &plan.Spec}
+}
+
+// account records how a dispatched run ended once its Pod reported a
+// result bound to the operation and its plan's digest: the claim becomes
+// the record, and the lease's release is owed, in one status write.
+// Without such a result the pass decides (the Pod-level answer, then an
+// observation).
+func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bool, error) {
+	op := in.Status.ActiveOperation
+	if op == nil || op.DispatchedAt == nil || in.CurrentPlan == nil || in.CurrentPlan.UID != op.Plan.UID {
+		return false, nil
+	}
+	parts, err := splitPayload(p.applyPayload(*op, in.CurrentPlan))
+	if err != nil {
+		return false, err
+	}
+	res, ended, err := p.jobResult(ctx, op.ID, parts.Digest)
+	if err != nil || !ended || res == nil {
+		return false, err
+	}
+	result := engine.RunUncertain
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		result = engine.RunSucceeded
+	case OutcomeFailed, OutcomeRefused:
+		result = engine.RunFailed // rolled back, or never started
+	}
+	outcome := res.Outcome
+	if result == engine.RunUncertain {
+		outcome = OutcomeUnknown
+	}
+	appliesTotal.WithLabelValues(api.KindPtahSchema, outcome).Inc()
+	st := engine.Account(in.Status, *op, result, res.Message, p.r.Now())
+	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
+	if err := p.write(ctx, st); err != nil {
+		return false, err
+	}
+	p.observation, p.rederived = nil, ""
+	p.removeJob(ctx, op.ID)
+	return true, nil
+}
+
+// NewOperationID returns a random operation ID.
+func NewOperationID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
