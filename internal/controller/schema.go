@@ -157,6 +157,7 @@ func (p *schemaPass) decode() error {
 		return fmt.Errorf("decoding %s: %w", p.obj.Name, err)
 	}
 	p.s.Default()
+	p.s.APIVersion, p.s.Kind = api.APIVersion, api.KindPtahSchema
 	p.s.Name, p.s.Namespace, p.s.UID, p.s.Generation = p.obj.Name, p.obj.Namespace, types.UID(p.obj.UID), p.obj.Generation
 	p.records = runner.NewSchemaRecords(p.r.Store, &p.s)
 	return nil
@@ -199,9 +200,9 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 			st.ObservedGeneration = p.obj.Generation
 			return ctrl.Result{}, p.write(ctx, st)
 		}
-		if why := servable(p.s.Spec); why != "" && idle(in.Status) {
+		if why := servable(p.s); why != "" && idle(in.Status) {
 			st := in.Status
-			st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonSourceInvalid, why
+			st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonInvalidSpec, why
 			return ctrl.Result{}, p.write(ctx, st)
 		}
 		accounted, err := p.account(ctx, in)
@@ -243,10 +244,16 @@ func idle(st api.PtahSchemaStatus) bool {
 	return st.ActiveOperation == nil && st.PendingObservation == nil && st.OwedRelease == nil
 }
 
-// servable says why ptah serve cannot read a resource's target or source,
-// "" when it can: in a cluster they come from a Secret and a ConfigMap.
-func servable(spec api.PtahSchemaSpec) string {
-	switch {
+// servable says why ptah serve cannot act on a resource, "" when it can:
+// its spec must be valid as local mode holds it (what the CRD's schema
+// cannot say: a duration's minimum, mutually exclusive fields), and its
+// target and source in the cluster come from a Secret and a ConfigMap or
+// an OCI artifact.
+func servable(s api.PtahSchema) string {
+	if err := s.Validate(); err != nil {
+		return "the spec is invalid: " + err.Error()
+	}
+	switch spec := s.Spec; {
 	case spec.Target.URLFrom == nil || spec.Target.URLFrom.SecretKeyRef == nil:
 		return "ptah serve reads the database URL from a Secret: set spec.target.urlFrom.secretKeyRef {name, key}"
 	case spec.Source.ConfigMap == nil && spec.Source.OCI == nil:

@@ -676,7 +676,8 @@ func (c *cluster) uid(name string) string {
 
 // TestASuspendedPtahSchemaStartsNothingInCluster: spec.suspend stops ptah
 // serve from starting anything (not even a reading), says so in the
-// status, and clearing it resumes the work.
+// status, and clearing it resumes the work; a spec ptah cannot act on is
+// refused by name in the status.
 func TestASuspendedPtahSchemaStartsNothingInCluster(t *testing.T) {
 	c := newCluster(t)
 	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
@@ -700,6 +701,20 @@ func TestASuspendedPtahSchemaStartsNothingInCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitFor("the plan once resumed", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+
+	// A spec the CRD's schema admits and ptah does not (an interval under
+	// the minimum) is refused by name, in the status.
+	if err := c.e.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Interval = "1s"
+	if err := c.e.Client.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	st := c.waitFor("the invalid spec refused", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonInvalidSpec })
+	if !strings.Contains(st.Message, "spec.interval: 1s is shorter than the minimum 30s") {
+		t.Errorf("the refusal does not name the field: %s", st.Message)
+	}
 }
 
 // TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster: two

@@ -38,6 +38,9 @@ const (
 	ReasonApplying              = "Applying"
 	ReasonVerifying             = "Verifying"
 	ReasonApplyFailed           = "ApplyFailed"
+	// ReasonInvalidSpec: ptah serve cannot act on the spec as written
+	// (the message names the field): nothing was read or run.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonNotServed: this ptah serve does not run the resource's kind
 	// (PtahMigration, so far): nothing was read or run.
 	ReasonNotServed = "NotServed"
