@@ -221,6 +221,10 @@ func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d 
 	if err != nil {
 		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
 	}
+	// Deleting the resource waits for the run from here on.
+	if err := p.holdDeletion(ctx); err != nil {
+		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
+	}
 	now := p.r.Now()
 	marked := op
 	marked.DispatchedAt = &api.Time{Time: now}

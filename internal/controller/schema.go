@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -148,7 +149,101 @@ func (r *SchemaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	p := &schemaPass{r: r, obj: obj}
+	var live api.PtahSchema
+	if err := r.Client.Get(ctx, req.NamespacedName, &live); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if live.DeletionTimestamp != nil {
+		return p.finishDeletion(ctx, &live)
+	}
 	return p.run(ctx)
+}
+
+// FinalizerRuns holds a PtahSchema's deletion while a run of it may still
+// write: without it, deleting the resource would let the garbage collector
+// take its apply Job and Pod mid-run, and leave its Lease held for ever.
+// The manager sets it before it dispatches and removes it once nothing of
+// the resource is under way.
+const FinalizerRuns = "ptah.run/runs"
+
+// holdDeletion sets FinalizerRuns on the resource.
+func (p *schemaPass) holdDeletion(ctx context.Context) error {
+	var live api.PtahSchema
+	if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, &live); err != nil {
+		return err
+	}
+	if controllerutil.ContainsFinalizer(&live, FinalizerRuns) {
+		return nil
+	}
+	base := live.DeepCopy()
+	controllerutil.AddFinalizer(&live, FinalizerRuns)
+	if err := p.r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("holding the deletion of %s/%s while it runs: %w", p.obj.Namespace, p.obj.Name, err)
+	}
+	return nil
+}
+
+// releaseDeletion removes FinalizerRuns from live.
+func (p *schemaPass) releaseDeletion(ctx context.Context, live *api.PtahSchema) error {
+	if !controllerutil.ContainsFinalizer(live, FinalizerRuns) {
+		return nil
+	}
+	base := live.DeepCopy()
+	controllerutil.RemoveFinalizer(live, FinalizerRuns)
+	return client.IgnoreNotFound(p.r.Client.Patch(ctx, live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}
+
+// finishDeletion lets a deleted resource go once no run of it may still
+// write: then its Leases are released, its Jobs removed, and the
+// finalizer taken off. Nothing new starts meanwhile.
+func (p *schemaPass) finishDeletion(ctx context.Context, live *api.PtahSchema) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(live, FinalizerRuns) {
+		return ctrl.Result{}, nil
+	}
+	if err := p.decode(); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.resolveScope(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	var st api.PtahSchemaStatus
+	if len(p.obj.Status) > 0 {
+		if err := json.Unmarshal(p.obj.Status, &st); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	live2, err := p.liveWriters(ctx, st, p.r.Now())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for id, may := range live2 {
+		if may {
+			log.FromContext(ctx).Info("deletion waits for a run that may still write", "operation", id)
+			return ctrl.Result{RequeueAfter: writerPoll}, nil
+		}
+	}
+	if err := p.releaseStrayLeases(ctx, api.PtahSchemaStatus{}); err != nil { // none is named any more: all go
+		return ctrl.Result{}, err
+	}
+	for _, id := range namedOperations(st) {
+		p.removeJob(ctx, id)
+	}
+	return ctrl.Result{}, p.releaseDeletion(ctx, live)
+}
+
+// namedOperations are the operations the status names.
+func namedOperations(st api.PtahSchemaStatus) []string {
+	var ids []string
+	if op := st.ActiveOperation; op != nil {
+		ids = append(ids, op.ID)
+	}
+	if po := st.PendingObservation; po != nil {
+		ids = append(ids, po.OperationID)
+	}
+	if owed := st.OwedRelease; owed != nil {
+		ids = append(ids, owed.OperationID)
+	}
+	return ids
 }
 
 func (p *schemaPass) decode() error {
@@ -347,6 +442,14 @@ func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engin
 		}
 		if !d.Stable {
 			return ctrl.Result{}, false, nil
+		}
+		if idle(d.Status) {
+			var live api.PtahSchema
+			if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, &live); err == nil {
+				if err := p.releaseDeletion(ctx, &live); err != nil {
+					return ctrl.Result{}, true, err
+				}
+			}
 		}
 		switch d.Status.Reason {
 		case api.ReasonRunMayStillWrite:

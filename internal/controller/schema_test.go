@@ -849,3 +849,52 @@ func TestAPtahMigrationIsRefusedByNameInCluster(t *testing.T) {
 		t.Errorf("%d Jobs for a PtahMigration, want none: %v", len(jobs.Items), err)
 	}
 }
+
+// TestDeletingAPtahSchemaWaitsForItsRunInCluster: a PtahSchema deleted
+// while its apply's Pod runs stays (its finalizer) with the database's
+// Lease held until the Pod can no longer write; then its Lease is
+// released, its Jobs removed, and it goes.
+func TestDeletingAPtahSchemaWaitsForItsRunInCluster(t *testing.T) {
+	c := newCluster(t)
+	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
+	c.serve()
+	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.approve(first.Plan)
+	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool { return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil })
+	op := st.ActiveOperation
+	ctx := context.Background()
+	if err := c.e.Client.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second) // a poll of the manager's
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil || s.DeletionTimestamp == nil {
+		t.Fatalf("the resource went while its run may still write: %v", err)
+	}
+	leaseKey := client.ObjectKey{Namespace: c.ns, Name: controller.LeaseName(op.CoordinationDigest)}
+	var lease coordinationv1.Lease
+	if err := c.e.Client.Get(ctx, leaseKey, &lease); err != nil {
+		t.Fatalf("the Lease is gone while the run may still write: %v", err)
+	}
+
+	if err := c.kubelet.End(ctx, controller.JobName(string(s.UID), op.ID), 137, ""); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resource is still there after its run ended: %v, finalizers %v", err, s.Finalizers)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.e.Client.Get(ctx, leaseKey, &lease); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease outlived the deleted resource: %v", err)
+	}
+	if c.jobExists(string(s.UID), op.ID) {
+		t.Error("the apply Job outlived the deleted resource")
+	}
+}
