@@ -231,7 +231,7 @@ func TestKustomizeBaseIsAcceptedByTheAPIServer(t *testing.T) {
 		kinds[o.GetKind()]++
 	}
 	for kind, want := range map[string]int{"CustomResourceDefinition": len(api.Kinds) + 1 /* PtahRealm */, "Namespace": 1, "Deployment": 1,
-		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2, "ServiceAccount": 1} {
+		"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3, "ServiceAccount": 1} {
 		if kinds[kind] != want {
 			t.Errorf("the base renders %d %s, want %d", kinds[kind], kind, want)
 		}

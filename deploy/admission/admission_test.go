@@ -122,3 +122,54 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 		t.Fatalf("the manager writing status: %v", err)
 	}
 }
+
+// TestTheManagerChangesNoSpec: the manager may patch a resource to hold
+// its deletion (a finalizer), and the API server refuses any change it
+// would make to the spec, though its role allows the patch.
+func TestTheManagerChangesNoSpec(t *testing.T) {
+	e := kubetest.Shared(t)
+	ctx := context.Background()
+	e.Apply(t, "manager-spec.yaml", "../namespace.yaml", "../rbac/manager.yaml")
+	ns := e.Namespace(t)
+	manager := userClient(t, e, ns, managerUser)
+	s := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: api.PtahSchemaSpec{
+		Target: api.Target{URLFrom: &api.URLSource{Env: "DATABASE_URL"}}, Source: api.Source{Path: "schema"}}}
+	if err := e.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the manager changing a spec must be refused", func() (bool, error) {
+		var cur api.PtahSchema
+		if err := manager.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+			return false, err
+		}
+		base := cur.DeepCopy()
+		cur.Spec.Policy.Apply = api.ApplyAlways
+		err := manager.Patch(ctx, &cur, client.MergeFrom(base))
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "the ptah manager changes no spec") {
+			return true, nil
+		}
+		return false, fmt.Errorf("patching the spec: %v", err)
+	})
+	var cur api.PtahSchema
+	if err := manager.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+		t.Fatal(err)
+	}
+	base := cur.DeepCopy()
+	cur.Finalizers = append(cur.Finalizers, "ptah.run/runs")
+	if err := manager.Patch(ctx, &cur, client.MergeFrom(base)); err != nil {
+		t.Fatalf("the manager holding a deletion: %v", err)
+	}
+	// A person still edits the spec.
+	if err := e.Client.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Policy.Apply = api.ApplyNever
+	if err := e.Client.Update(ctx, &cur); err != nil {
+		t.Fatalf("the administrator editing the spec: %v", err)
+	}
+	base = cur.DeepCopy()
+	cur.Finalizers = nil
+	if err := e.Client.Patch(ctx, &cur, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
