@@ -143,7 +143,12 @@ func TestTheManagerChangesNoSpec(t *testing.T) {
 			return false, err
 		}
 		base := cur.DeepCopy()
+		// Always a change: a patch that slipped in before the policy
+		// loaded would make the same patch a no-op, which it admits.
 		cur.Spec.Policy.Apply = api.ApplyAlways
+		if base.Spec.Policy.Apply == api.ApplyAlways {
+			cur.Spec.Policy.Apply = api.ApplyNever
+		}
 		err := manager.Patch(ctx, &cur, client.MergeFrom(base))
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "the ptah manager changes no spec") {
 			return true, nil
