@@ -761,15 +761,23 @@ func TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster(t *testin
 }
 
 // TestServeReadsAnOCIArtifactPinnedByDigestInCluster: the declared files
-// come from an OCI artifact pinned by digest; the plan binds the
-// artifact, and a new digest in the spec is a new plan.
+// come from an OCI artifact pinned by digest, in a registry that wants the
+// credentials of the resource's pull Secret; the plan binds the artifact,
+// and a new digest in the spec is a new plan.
 func TestServeReadsAnOCIArtifactPinnedByDigestInCluster(t *testing.T) {
 	c := newCluster(t)
-	reg := ocitest.Start(t)
+	// A registry that wants credentials: the pull Secret's reach the
+	// reading's Pod (and only it).
+	reg := ocitest.StartWithAuth(t, "ci", "s3cret-token")
+	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "registry-creds", Namespace: c.ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: reg.DockerConfig("ci", "s3cret-token")}}
+	if err := c.e.Client.Create(context.Background(), pull); err != nil {
+		t.Fatal(err)
+	}
 	v1 := reg.Push(t, "acme/app-schema", map[string]string{"01_accounts.sql": accountsSQL})
 	s := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: c.ns}, Spec: api.PtahSchemaSpec{
 		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
-		Source: api.Source{OCI: &api.OCISource{Ref: v1}},
+		Source: api.Source{OCI: &api.OCISource{Ref: v1, PullSecret: "registry-creds"}},
 	}}
 	if err := c.e.Client.Create(context.Background(), s); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	orasregistry "oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // Registry is a registry on a loopback address (plain HTTP), until the
@@ -24,14 +26,44 @@ import (
 type Registry struct {
 	// Host is its "127.0.0.1:PORT".
 	Host string
+
+	creds *auth.Credential
 }
 
 // Start starts a registry for the test.
 func Start(t testing.TB) *Registry {
 	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	return StartWithAuth(t, "", "")
+}
+
+// StartWithAuth starts a registry that answers only requests with the
+// basic credentials user and password (none: anyone).
+func StartWithAuth(t testing.TB, user, password string) *Registry {
+	t.Helper()
+	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r := &Registry{}
+	if user != "" {
+		r.creds = &auth.Credential{Username: user, Password: password}
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if u, p, ok := req.BasicAuth(); !ok || u != user || p != password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="ocitest"`)
+				http.Error(w, "authentication required", http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, req)
+		})
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Registry{Host: strings.TrimPrefix(srv.URL, "http://")}
+	r.Host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// DockerConfig is a kubernetes.io/dockerconfigjson Secret's
+// .dockerconfigjson for this registry with user and password.
+func (r *Registry) DockerConfig(user, password string) []byte {
+	return []byte(`{"auths":{"` + r.Host + `":{"username":"` + user + `","password":"` + password + `"}}}`)
 }
 
 // Push pushes files (name -> content) to repository as one artifact, a
@@ -41,6 +73,9 @@ func (r *Registry) Push(t testing.TB, repository string, files map[string]string
 	t.Helper()
 	ctx := context.Background()
 	repo := &remote.Repository{Reference: orasregistry.Reference{Registry: r.Host, Repository: repository}, PlainHTTP: true}
+	if r.creds != nil {
+		repo.Client = &auth.Client{Credential: auth.StaticCredential(r.Host, *r.creds)}
+	}
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
