@@ -869,7 +869,9 @@ func TestDeletingAPtahSchemaWaitsForItsRunInCluster(t *testing.T) {
 	c.serve()
 	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
 	c.approve(first.Plan)
-	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool { return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil })
+	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool {
+		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
+	})
 	op := st.ActiveOperation
 	ctx := context.Background()
 	if err := c.e.Client.Delete(ctx, s); err != nil {
