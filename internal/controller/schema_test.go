@@ -606,19 +606,12 @@ func TestStalePlanEvidenceForcesFreshObservationInCluster(t *testing.T) {
 // TestAPodThatMayStillRunKeepsTheDatabaseHeldInCluster: while the apply's
 // Pod runs (a node that stopped reporting, a hung statement), the resource
 // stays Applying under its claim and the database's Lease stays held,
-// whatever the time since dispatch (until its deadline). When the Pod ends without a result the outcome is unknown: a
-// fresh reading settles it, and only then is the Lease released.
+// whatever the time since dispatch (until its deadline). When the Pod
+// ends without a result the outcome is unknown: a fresh reading settles
+// it, and only then is the Lease released.
 func TestAPodThatMayStillRunKeepsTheDatabaseHeldInCluster(t *testing.T) {
 	c := newCluster(t)
-	c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
-	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
-	c.serve()
-	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
-	c.approve(first.Plan)
-	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool {
-		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
-	})
-	op := st.ActiveOperation
+	_, op := c.stalledApply()
 	leaseHolder := func() string {
 		var l coordinationv1.Lease
 		err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: controller.LeaseName(op.CoordinationDigest)}, &l)
@@ -640,7 +633,7 @@ func TestAPodThatMayStillRunKeepsTheDatabaseHeldInCluster(t *testing.T) {
 	if err := c.kubelet.End(context.Background(), controller.JobName(string(c.uid("app")), op.ID), 137, ""); err != nil {
 		t.Fatal(err)
 	}
-	st = c.waitFor("the unknown outcome settled", func(s api.PtahSchemaStatus) bool {
+	st := c.waitFor("the unknown outcome settled", func(s api.PtahSchemaStatus) bool {
 		return s.Applied != nil && s.Applied.OperationID == op.ID && s.Phase == api.PhaseAwaitingApproval
 	})
 	if st.Applied.Outcome != api.OutcomeObserved {
@@ -864,15 +857,7 @@ func TestAPtahMigrationIsRefusedByNameInCluster(t *testing.T) {
 // released, its Jobs removed, and it goes.
 func TestDeletingAPtahSchemaWaitsForItsRunInCluster(t *testing.T) {
 	c := newCluster(t)
-	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
-	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
-	c.serve()
-	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
-	c.approve(first.Plan)
-	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool {
-		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
-	})
-	op := st.ActiveOperation
+	s, op := c.stalledApply()
 	ctx := context.Background()
 	if err := c.e.Client.Delete(ctx, s); err != nil {
 		t.Fatal(err)
@@ -907,4 +892,19 @@ func TestDeletingAPtahSchemaWaitsForItsRunInCluster(t *testing.T) {
 	if c.jobExists(string(s.UID), op.ID) {
 		t.Error("the apply Job outlived the deleted resource")
 	}
+}
+
+// stalledApply declares "app", serves it, approves its plan and returns
+// once its apply is dispatched, with the apply's Pod left running.
+func (c *cluster) stalledApply() (*api.PtahSchema, *api.Operation) {
+	c.t.Helper()
+	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
+	c.serve()
+	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.approve(first.Plan)
+	st := c.waitFor("the dispatch", func(s api.PtahSchemaStatus) bool {
+		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
+	})
+	return s, st.ActiveOperation
 }
