@@ -352,8 +352,8 @@ func TestAcceptance(t *testing.T) {
 }
 
 // envShard runs one part of the suite: "i/n" runs the cases whose index
-// (in name order) is i-1 modulo n. CI spreads the suite this way over two
-// majors that differ little (see .ci/run); unset, every case runs.
+// (in name order) is i-1 modulo n. CI spreads the suite this way over the
+// majors other than the default one (see .ci/run); unset, every case runs.
 const envShard = "PTAH_TEST_ACCEPTANCE_SHARD"
 
 func acceptanceShard(t *testing.T) (shard, shards int) {
