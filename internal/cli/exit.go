@@ -71,7 +71,7 @@ var outcomes = []outcome{
 	{ExitChanges, "with --detailed-exitcode only: success, and the plan has changes", ""},
 	{ExitUsage, "usage error: bad flags, arguments, PTAH_* variables or --config file",
 		"see the command's --help"},
-	{ExitConfig, "invalid configuration: ptah.yaml unreadable or invalid (YAML, kind, unknown field, value, duplicate or unknown resource name), URL variable or file missing, source directory without .sql files",
+	{ExitConfig, "invalid configuration: ptah.yaml unreadable or invalid (YAML, kind, unknown field, value, duplicate or unknown resource name), URL variable or file missing (resolve-run --cluster: the URL's Secret or key, or the --database-url-env variable), source directory without .sql files",
 		"fix what is named above: the file, or the environment variable, file or directory it points at; README.md describes ptah.yaml"},
 	{ExitConnect, "cannot connect to a database: unreachable, or authentication failed",
 		"check that the server is up and reachable from here, and the URL's host, port, user, password and database"},
@@ -85,11 +85,11 @@ var outcomes = []outcome{
 		"declare objects only in the schemas listed in spec.schemas, or add their schema to it"},
 	{ExitAwaitingApproval, "apply: a plan awaits approval; nothing was executed for it",
 		"review the plan (ptah plan, or ptah status), then ptah approve PLAN_UID --fingerprint FP, and run ptah apply again"},
-	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass; a migration's history that does not match its files, or a run only a person can settle); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release. resolve-run: the run's writer session may still be writing",
+	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass; a migration's history that does not match its files, or a run only a person can settle); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release. resolve-run: the run's writer session may still be writing, or (--cluster) ptah serve has not yet accounted for a run it dispatched",
 		"the message says what blocks it; ptah status shows the same"},
 	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan (a migration: the versions before the failed file stay applied, the failed file rolled back)",
 		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
-	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan. forget: no resource of that name is registered",
+	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan. forget: no resource of that name is registered. resolve-run --cluster: no PtahMigration of that name in the namespace",
 		"run ptah plan to publish the current plan and approve the UID it shows"},
 	{ExitPlanMismatch, "approve: the plan's fingerprint is not the one given, or the stored plan no longer matches its fingerprint",
 		"approve only what you reviewed: run ptah plan again and review what it shows; a tampered plan is never approved or applied"},
@@ -143,6 +143,11 @@ func hintFor(err error, code int) string {
 		return lookupOutcome(ExitSource).hint
 	case stopped && (stop.hasReason(api.ReasonHistoryModified) || stop.hasReason(api.ReasonHistoryAhead) || stop.hasReason(api.ReasonOutOfOrder)):
 		return "the migration's files no longer match the history its database records (the message names the versions): restore the files as they were applied; a new change goes in a new file with a higher version"
+	case errors.Is(err, errNoDatabaseURL), errors.Is(err, errSecretForbidden):
+		return hintDatabaseURL
+	case errors.Is(err, runner.ErrNotYetAccounted):
+		return "ptah serve accounts for a dispatched run from its Job and the run journal on its next pass; run the command again in a moment " +
+			"(ptah status NAME --cluster shows the run and its deadline)"
 	case errors.Is(err, runner.ErrWriterMayStillWrite):
 		return "wait until the run's writer session has ended or its deadline has passed (ptah resolve-run NAME shows both), then look at the evidence again; what it did is not settled while it may still write"
 	case stopped && stop.hasReason(api.ReasonPlanDoesNotConverge):
@@ -174,7 +179,7 @@ func exitCode(err error) int {
 		return ExitChanges
 	case errors.As(err, &usage):
 		return ExitUsage
-	case errors.Is(err, config.ErrInvalid), errors.Is(err, errClusterConfig):
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, errClusterConfig), errors.Is(err, errNoDatabaseURL):
 		return ExitConfig
 	case errors.Is(err, postgres.ErrConnect):
 		return ExitConnect
@@ -189,7 +194,7 @@ func exitCode(err error) int {
 	case errors.Is(err, errAwaitingApproval):
 		return ExitAwaitingApproval
 	case errors.Is(err, errBlocked), errors.Is(err, postgres.ErrPassBusy), errors.Is(err, runner.ErrNotRunnable),
-		errors.Is(err, runner.ErrNotForgettable), errors.Is(err, runner.ErrWriterMayStillWrite):
+		errors.Is(err, runner.ErrNotForgettable), errors.Is(err, runner.ErrWriterMayStillWrite), errors.Is(err, runner.ErrNotYetAccounted):
 		return ExitBlocked
 	case errors.Is(err, errApplyFailed):
 		return ExitApplyFailed
@@ -243,8 +248,8 @@ var commandCodes = map[string][]int{
 	"exec":    {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitApplyFailed, ExitPlanMismatch, ExitInterrupted},
 	"serve":   {ExitOK, ExitInternal, ExitUsage, ExitFutureState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},
-	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitFutureState, ExitState, ExitSource,
-		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitUnaccounted, ExitInterrupted},
+	"resolve-run": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitSource,
+		ExitNothingUnresolved, ExitWrongOperation, ExitNotMarkable, ExitUnaccounted, ExitCluster, ExitForbidden, ExitInterrupted},
 }
 
 // exitCodeHelp renders the exit code table for --help: the codes command

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -66,6 +67,27 @@ look at the evidence again).
 The person is --as, else the OS user, recorded for audit (local mode does
 not authenticate it).
 
+With --cluster (and kubectl's --kubeconfig, --context, -n), NAME is a
+PtahMigration custom resource that ptah serve converges: the record of the
+run (status.unresolvedRun, its plan, the resource's UID) is read from the
+cluster, and the acknowledgment is created there as a
+PtahMigrationRunAcknowledgment, in the name of the user the API server
+authenticates (--as is refused; an admission policy refuses any other
+name). What the run did is in the database, so resolve-run connects to it
+too, with the URL in the Secret key spec.target.urlFrom.secretKeyRef
+names, read with your own permissions; if you may not read that Secret,
+put the URL in an environment variable and pass its name with
+--database-url-env VAR (never the URL itself). Differences from local
+mode: a run ptah serve dispatched and has not yet accounted for is refused
+(11: look again in a moment); the source is ptah serve's to read, so a
+version marked applied is recorded with the checksum its plan ran, and the
+pass that consumes the acknowledgment checks the history against the
+source; the history rows of --mark-applied are committed first and the
+acknowledgment created next (a failure between leaves the versions
+recorded and the run unresolved: run the command again without marking
+them); and no pass runs here: ptah serve consumes the acknowledgment and
+publishes the plan of what remains.
+
 `
 
 const resolveExample = `  # What did the run do? (runs nothing)
@@ -85,7 +107,17 @@ const resolveExample = `  # What did the run do? (runs nothing)
   ptah approve PLAN_UID --fingerprint FP && ptah apply
 
   # For a script
-  ptah resolve-run app -o json | jq -r '.unresolved.operationID, .next.partial[]'`
+  ptah resolve-run app -o json | jq -r '.unresolved.operationID, .next.partial[]'
+
+  # In a cluster: the record from namespace shop, the journal and the
+  # history from the database the resource's Secret names
+  ptah resolve-run app --cluster -n shop
+  ptah resolve-run app --cluster -n shop --operation 2e679d1429fc2dcf91dab3bea5fa27a8 \
+      --mark-applied 3 --reason "ran the index build of 0003 by hand; INC-42"
+
+  # If you may not read that Secret: the URL from a variable, by its name
+  read -rs APP_DB_URL && export APP_DB_URL
+  ptah resolve-run app --cluster -n shop --database-url-env APP_DB_URL`
 
 type resolveOptions struct {
 	File        string
@@ -96,6 +128,10 @@ type resolveOptions struct {
 	Rerun       []string
 	As          string
 	Output      string
+	// Cluster: --cluster. DatabaseURLEnv names the environment variable
+	// holding the database URL (never the URL itself).
+	Cluster        bool
+	DatabaseURLEnv string
 }
 
 func (a *app) newResolveRunCmd() *cobra.Command {
@@ -112,7 +148,11 @@ func (a *app) newResolveRunCmd() *cobra.Command {
 		},
 		ValidArgsFunction: a.completeDeclared,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := a.resolveOptions(args[0])
+			inCluster, err := a.clusterMode()
+			if err != nil {
+				return err
+			}
+			o, err := a.resolveOptions(args[0], inCluster)
 			if err != nil {
 				return err
 			}
@@ -125,18 +165,41 @@ func (a *app) newResolveRunCmd() *cobra.Command {
 	f.String("reason", "", "what established the run's outcome, for the record (required with --operation)")
 	f.StringSlice("mark-applied", nil, "a version of the run's plan you established took effect in full: record it as applied (repeatable; with --operation)")
 	f.StringSlice("rerun", nil, "a version the run stopped part way whose committed part you undid: run it again, whole (repeatable; with --operation)")
-	f.String("as", "", "who resolves (default: the OS user)")
+	f.String("as", "", "who resolves (default: the OS user; with --cluster, the user the API server authenticates)")
+	f.String("database-url-env", "", "with --cluster: the NAME of an environment variable holding the database URL "+
+		"(default: the Secret key spec.target.urlFrom.secretKeyRef names, read as you)")
 	f.StringP("output", "o", outputText, "output format: "+strings.Join(statusOutputs, ", "))
 	return cmd
 }
 
+// envVarName is what --database-url-env takes: a variable's name.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // resolveOptions resolves and validates the options; it does no I/O.
-func (a *app) resolveOptions(name string) (resolveOptions, error) {
+func (a *app) resolveOptions(name string, inCluster bool) (resolveOptions, error) {
 	s := a.settings
 	o := resolveOptions{File: s.String("file"), Name: name, Operation: strings.TrimSpace(s.String("operation")),
 		Reason: strings.TrimSpace(s.String("reason")), MarkApplied: s.StringSlice("mark-applied"), Rerun: s.StringSlice("rerun"),
-		As: s.String("as"), Output: s.String("output")}
-	if err := validateCommon(s, o.File, o.Output, statusOutputs, nil, ""); err != nil {
+		As: s.String("as"), Output: s.String("output"), Cluster: inCluster, DatabaseURLEnv: s.String("database-url-env")}
+	file := o.File
+	if inCluster {
+		file = "-" // the resource is the cluster's: ptah.yaml is not read
+		if o.As != "" {
+			return o, usageErrorf("%s: with --cluster the person who resolves is the user the API server authenticates; leave --as out", s.origin("as"))
+		}
+		if strings.Contains(name, "/") && !strings.HasPrefix(name, api.KindPtahMigration+"/") {
+			return o, usageErrorf("with --cluster, NAME is the PtahMigration's name; -n names its namespace")
+		}
+		o.Name = strings.TrimPrefix(name, api.KindPtahMigration+"/")
+	} else if o.DatabaseURLEnv != "" {
+		return o, usageErrorf("%s is for cluster mode (local mode reads the URL as ptah.yaml says): pass --cluster too", s.origin("database-url-env"))
+	}
+	if o.DatabaseURLEnv != "" && !envVarName.MatchString(o.DatabaseURLEnv) {
+		// Not echoed: a URL passed here by mistake would hold a password.
+		return o, usageErrorf("%s takes the name of an environment variable holding the URL (letters, digits and _), never the URL itself",
+			s.origin("database-url-env"))
+	}
+	if err := validateCommon(s, file, o.Output, statusOutputs, nil, ""); err != nil {
 		return o, err
 	}
 	if o.Operation == "" {
@@ -161,6 +224,9 @@ func (a *app) resolveOptions(name string) (resolveOptions, error) {
 				return o, usageErrorf("%s: %q is not a version (digits, separated by dots or underscores)", s.origin(key), v)
 			}
 		}
+	}
+	if inCluster {
+		return o, nil
 	}
 	if o.As == "" {
 		o.As = osUser()
@@ -189,6 +255,9 @@ func (a *app) selectMigration(file, name string, how sources) (*selection, error
 }
 
 func (a *app) runResolve(ctx context.Context, o resolveOptions) error {
+	if o.Cluster {
+		return a.runResolveCluster(ctx, o)
+	}
 	if o.Operation == "" {
 		return a.showEvidence(ctx, o)
 	}
@@ -338,6 +407,12 @@ func evidenceOf(res *config.Resource, in runner.Resource, ev *runner.Evidence) e
 		offsets[v.Version] = next
 		if f := sourceFile(in.Source, v.Version); f != nil && f.Checksum == v.Checksum {
 			next += len(f.Statements)
+		} else if first := firstStep(ev.Run, v.Version); first > 0 {
+			// Without the file (cluster mode reads no source), the
+			// journal places its statements: a run journals a file's
+			// statements in order from its first, none when its
+			// transaction did not commit.
+			offsets[v.Version] = first - 1
 		}
 	}
 	step := func(s postgres.RunStep) evidenceStep {
@@ -393,6 +468,20 @@ func evidenceOf(res *config.Resource, in runner.Resource, ev *runner.Evidence) e
 	return out
 }
 
+// firstStep is the step at which run journaled version's first statement,
+// 0 when it journaled none.
+func firstStep(run *postgres.Run, version string) int {
+	if run == nil {
+		return 0
+	}
+	for _, s := range run.Steps {
+		if s.Version == version {
+			return s.Step
+		}
+	}
+	return 0
+}
+
 // partial: a file the run stopped part way, which the acknowledgment must
 // account for (runner.ErrUnaccounted). The history lacks it and the
 // journal shows statements of it committed: a file run without a
@@ -405,7 +494,7 @@ func partial(v evidenceVersion) bool {
 
 // versionVerdict says, in a sentence, what the evidence shows of one file.
 func versionVerdict(v evidenceVersion) string {
-	total := "its"
+	total := "of its" // the source is not read here (cluster mode), or lacks the file
 	if v.Statements > 0 {
 		total = fmt.Sprintf("of its %d", v.Statements)
 	}
@@ -451,11 +540,15 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
+	inCluster := errors.Is(in.SourceErr, runner.ErrSourceElsewhere)
 	if u == nil {
 		fmt.Fprintf(&b, "%s: %s No run is unresolved; there is nothing to settle.\n", st.header.Render(name), st.ok.Render("Nothing to resolve."))
-		if s := out.Status; s != nil {
+		switch s := out.Status; {
+		case s != nil:
 			fmt.Fprintf(&b, "  phase: %s\n", phaseWithReason(s.Phase, s.Reason))
-		} else {
+		case inCluster:
+			b.WriteString("  no status yet: ptah serve has not recorded a pass for it\n")
+		default:
 			b.WriteString("  no record yet: no pass has run for it in this database\n")
 		}
 		if rr := out.ResolvedRun; rr != nil {
@@ -495,9 +588,16 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 	}
 
 	b.WriteString("\n" + st.header.Render("The files of the run's plan, in order:") + "\n")
+	if inCluster && len(out.Versions) > 0 {
+		b.WriteString("  (the source is ptah serve's to read: cluster mode does not read it, so files are named by their\n" +
+			"  plan's checksum, and statements by their place in the journal)\n")
+	}
 	for _, v := range out.Versions {
 		file := v.File
-		if file == "" {
+		switch {
+		case file == "" && inCluster:
+			file = "checksum " + shortSum(v.Checksum)
+		case file == "":
 			file = "not in the source with checksum " + shortSum(v.Checksum)
 		}
 		recorded := "not in the history"
@@ -556,7 +656,12 @@ func (a *app) renderEvidence(out evidenceOutput, in runner.Resource) error {
 		b.WriteString("     (a file of the plan that did not start is pending and runs on the next apply; --mark-applied VERSION\n" +
 			"     records one you established took effect after all)\n")
 	}
-	b.WriteString("  4. Review and approve the plan it publishes, then ptah apply.\n")
+	if inCluster {
+		fmt.Fprintf(&b, "  4. ptah serve consumes it and publishes the plan of what remains: review and approve it\n"+
+			"     (ptah plan %s --cluster -n %s), and ptah serve runs it.\n", out.Resource.Name, out.Resource.Namespace)
+	} else {
+		b.WriteString("  4. Review and approve the plan it publishes, then ptah apply.\n")
+	}
 	_, err := io.WriteString(a.stdout, b.String())
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/ptah-run/ptah/internal/engine"
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -21,6 +23,21 @@ var (
 	ErrWriterMayStillWrite = engine.ErrWriterMayStillWrite
 	ErrUnaccounted         = engine.ErrUnaccounted
 )
+
+// ErrNotYetAccounted: the store is a cluster's, and its status shows a run
+// dispatched that ptah serve has not accounted for yet. Locally a pass run
+// here accounts for it (from the journal); in a cluster that is the
+// manager's, which alone knows the Job's Pod, so this process waits for it
+// rather than run a pass of its own.
+var ErrNotYetAccounted = errors.New("ptah serve has not yet accounted for a dispatched run")
+
+// ErrSourceElsewhere stands for a migration's source (Resource.SourceErr)
+// that another process reads: in a cluster, ptah serve reads it (a
+// ConfigMap, an OCI artifact), not the person settling a run. Evidence
+// then cannot say whether the source holds a version as the run ran it
+// (VersionEvidence.SourceElsewhere), and Acknowledge leaves that check to
+// the pass that consumes the acknowledgment (see Acknowledge).
+var ErrSourceElsewhere = errors.New("the migration source is read by ptah serve, not here")
 
 // Evidence is what a person needs to settle a PtahMigration's unresolved
 // run: the record, its plan, the journal of the run and the history now.
@@ -52,6 +69,9 @@ type VersionEvidence struct {
 	// journal shows started and not finished: each may or may not have
 	// taken effect.
 	InFlight []postgres.RunStep
+	// SourceElsewhere: the source is not read here (ErrSourceElsewhere),
+	// so InSource is false without saying anything of the source.
+	SourceElsewhere bool
 }
 
 // Evidence reads what is known of res's unresolved run.
@@ -66,7 +86,13 @@ func (r *Runner) Evidence(ctx context.Context, res Resource) (*Evidence, error) 
 	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
 		// A run dispatched and never accounted for: a pass records what
 		// it is (unresolved, once its writer is gone) before anyone can
-		// look at it as such. It runs nothing.
+		// look at it as such. It runs nothing. In a cluster that pass is
+		// ptah serve's: this process has no say on the Job's Pod, and its
+		// passes run against a store in the target database only.
+		if !r.storeInTarget() {
+			return nil, fmt.Errorf("%w: run %s of plan %s (its writer may still be running it, until its deadline %s); look again in a moment",
+				ErrNotYetAccounted, op.ID, op.Plan.Name, op.Deadline.UTC().Format(time.RFC3339))
+		}
 		if _, err := r.Run(ctx, res, PlanOnly); err != nil {
 			return nil, err
 		}
@@ -106,7 +132,7 @@ func (r *Runner) Evidence(ctx context.Context, res Resource) (*Evidence, error) 
 	}
 	for _, v := range ev.Plan.Spec.Versions {
 		ve := VersionEvidence{VersionEvidence: engine.VersionEvidence{MigrationVersion: v, Key: canonical(v.Version),
-			Recorded: recorded[canonical(v.Version)], InSource: inSource(res, v)}}
+			Recorded: recorded[canonical(v.Version)], InSource: inSource(res, v)}, SourceElsewhere: errors.Is(res.SourceErr, ErrSourceElsewhere)}
 		if ev.Run != nil {
 			for _, s := range ev.Run.Steps {
 				if canonical(s.Version) != canonical(v.Version) {
@@ -153,7 +179,9 @@ type Acknowledged struct {
 // Acknowledge records a person's acknowledgment of res's unresolved run,
 // bound to its exact operation and to the resource's UID, with the
 // versions marked applied recorded in the history (each with its plan's
-// checksum, as marked by the person) in the same transaction. It refuses
+// checksum, as marked by the person): in the same transaction when the
+// store is in the target database, else committed first (a cluster's
+// store; see recordAcknowledgmentAfterHistory). It refuses
 // (each with its own error) a migration with nothing unresolved, another
 // operation than the unresolved one, a run whose writer may still write,
 // and a version to mark that the run's plan does not hold or the history
@@ -166,7 +194,17 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 	in := engine.RunEvidence{Migration: res.Name(), Unresolved: ev.Unresolved, WriterMayStillWrite: ev.WriterMayStillWrite,
 		PlanKnown: ev.Plan != nil}
 	for _, v := range ev.Versions {
-		in.Versions = append(in.Versions, v.VersionEvidence)
+		e := v.VersionEvidence
+		if v.SourceElsewhere {
+			// The source is ptah serve's to read. A version marked is
+			// recorded with the checksum the run's plan ran (the plan the
+			// manager computed from the source), and the pass that
+			// consumes the acknowledgment reads the history against the
+			// source: a file changed since blocks the migration
+			// (HistoryModified), it is never run or recorded silently.
+			e.InSource = true
+		}
+		in.Versions = append(in.Versions, e)
 	}
 	marks, err := engine.DecideAcknowledgment(in, engine.AcknowledgmentRequest{OperationID: req.OperationID, MarkApplied: req.MarkApplied,
 		Rerun: req.Rerun}, canonical)
@@ -193,30 +231,104 @@ func (r *Runner) Acknowledge(ctx context.Context, res Resource, req AcknowledgeR
 	if err != nil {
 		return Acknowledged{}, err
 	}
-	tx, err := r.Target.Begin(ctx)
+	ack := store.Object{Kind: api.KindPtahMigrationRunAcknowledgment, Namespace: obj.Namespace,
+		Name: name + "-" + u.OperationID[:min(8, len(u.OperationID))] + "-" + r.NewID()[:6], ContractVersion: api.ContractVersion,
+		Immutable: true, Labels: map[string]string{LabelMigration: name}, Spec: raw}
+	record := r.recordAcknowledgmentInOneTx
+	if !r.storeInTarget() {
+		record = r.recordAcknowledgmentAfterHistory
+	}
+	created, err := record(ctx, res, u.OperationID, rows, ack)
 	if err != nil {
 		return Acknowledged{}, err
+	}
+	return Acknowledged{Name: created.Name, UID: created.UID, Spec: spec}, nil
+}
+
+// storeInTarget reports whether r's store is kept in the target database
+// (local mode's, a TxStore): its writes can join a transaction there, and
+// the passes that account for a run are this process's to run. A store
+// elsewhere is a cluster's, whose passes are ptah serve's.
+func (r *Runner) storeInTarget() bool {
+	_, ok := r.Store.(TxStore)
+	return ok
+}
+
+// recordAcknowledgmentInOneTx records the history rows of the versions
+// marked applied and the acknowledgment in one transaction on the target:
+// both, or neither (local mode).
+func (r *Runner) recordAcknowledgmentInOneTx(ctx context.Context, res Resource, op string, rows []postgres.HistoryRow,
+	ack store.Object) (store.Object, error) {
+	tx, err := r.Target.Begin(ctx)
+	if err != nil {
+		return store.Object{}, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	s := r.storeIn(tx)
 	if s == nil {
-		return Acknowledged{}, errors.New("the store cannot join a transaction on the target; this is a bug")
+		return store.Object{}, errors.New("the store cannot join a transaction on the target; this is a bug")
 	}
 	if len(rows) > 0 {
 		if err := postgres.RecordHistory(ctx, tx, res.storeResource(), rows, postgres.HowMarked); err != nil {
-			return Acknowledged{}, err
+			return store.Object{}, err
 		}
 	}
-	created, err := s.Create(ctx, store.Object{Kind: api.KindPtahMigrationRunAcknowledgment, Namespace: obj.Namespace,
-		Name: name + "-" + u.OperationID[:min(8, len(u.OperationID))] + "-" + r.NewID()[:6], ContractVersion: api.ContractVersion,
-		Immutable: true, Labels: map[string]string{LabelMigration: name}, Spec: raw})
+	created, err := s.Create(ctx, ack)
 	if err != nil {
-		return Acknowledged{}, fmt.Errorf("recording the acknowledgment of operation %s: %w", u.OperationID, err)
+		return store.Object{}, fmt.Errorf("recording the acknowledgment of operation %s: %w", op, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Acknowledged{}, fmt.Errorf("recording the acknowledgment of operation %s: %w", u.OperationID, err)
+		return store.Object{}, fmt.Errorf("recording the acknowledgment of operation %s: %w", op, err)
 	}
-	return Acknowledged{Name: created.Name, UID: created.UID, Spec: spec}, nil
+	return created, nil
+}
+
+// recordAcknowledgmentAfterHistory records the history rows of the
+// versions marked applied, commits them, and only then creates the
+// acknowledgment in the store, which cannot join the target's transaction
+// (a cluster's).
+//
+// The order is the safe one. The manager consumes an acknowledgment as
+// soon as it sees it, and then reads the history to plan what remains:
+// were the acknowledgment first, a crash before the history rows commit
+// would leave the run settled and the versions the person established as
+// applied missing from the history, to be run again. History first, a
+// crash in between leaves the versions recorded and the run still
+// unresolved, which nothing runs past; the evidence then shows them
+// recorded, and the same acknowledgment without them (they are no longer
+// to mark, nor partial) settles the run.
+func (r *Runner) recordAcknowledgmentAfterHistory(ctx context.Context, res Resource, op string, rows []postgres.HistoryRow,
+	ack store.Object) (store.Object, error) {
+	if len(rows) > 0 {
+		tx, err := r.Target.Begin(ctx)
+		if err != nil {
+			return store.Object{}, err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if err := postgres.RecordHistory(ctx, tx, res.storeResource(), rows, postgres.HowMarked); err != nil {
+			return store.Object{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return store.Object{}, fmt.Errorf("recording the versions marked applied of operation %s: %w", op, err)
+		}
+	}
+	created, err := r.Store.Create(ctx, ack)
+	if err != nil && len(rows) > 0 {
+		vs := make([]string, len(rows))
+		for i, row := range rows {
+			vs[i] = row.Version
+		}
+		which := "version " + vs[0]
+		if len(vs) > 1 {
+			which = "versions " + strings.Join(vs, ", ")
+		}
+		return store.Object{}, fmt.Errorf("recording the acknowledgment of operation %s (the history records %s as marked "+
+			"applied now, and the run is still unresolved: record it again without marking them): %w", op, which, err)
+	}
+	if err != nil {
+		return store.Object{}, fmt.Errorf("recording the acknowledgment of operation %s: %w", op, err)
+	}
+	return created, nil
 }
 
 // inSource reports whether res's source holds v with the checksum the
