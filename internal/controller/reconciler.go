@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -30,12 +30,14 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// SchemaReconciler converges PtahSchema resources: the engine's pass, run
-// once per reconcile until it waits, with the database work in Jobs
-// (readings and applies, see ptah exec), and the database's lease a
-// coordination.k8s.io Lease. The manager itself never connects to a
-// database and never reads a Secret.
-type SchemaReconciler struct {
+// Reconciler converges the resources of one family (Kind: PtahSchema or
+// PtahMigration): the engine's pass, run once per reconcile until it
+// waits, with the database work in Jobs (readings and applies, see ptah
+// exec), and the database's lease a coordination.k8s.io Lease. The
+// manager itself never connects to a database and never reads a Secret.
+type Reconciler struct {
+	// Kind is the family's resource kind.
+	Kind   string
 	Client client.Client
 	Store  store.Store
 	// Image runs ptah exec in the Jobs.
@@ -78,26 +80,35 @@ const (
 	censusCadence = 30 * time.Second
 )
 
-// SetupWithManager registers the reconciler: it watches PtahSchemas, the
-// Jobs it owns, and the approvals of each.
-func (r *SchemaReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the reconciler: it watches its family's
+// resources, the Jobs it owns, and their decisions (approvals, and a
+// PtahMigration's acknowledgments).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	label := runner.LabelSchema
+	var resource client.Object = &api.PtahSchema{}
+	decisions := []client.Object{&api.PtahSchemaApproval{}}
+	if r.Kind == api.KindPtahMigration {
+		label, resource = runner.LabelMigration, &api.PtahMigration{}
+		decisions = []client.Object{&api.PtahMigrationApproval{}, &api.PtahMigrationRunAcknowledgment{}}
+	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[runner.LabelSchema]
+		name := o.GetLabels()[label]
 		if name == "" {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("ptahschema").
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(strings.ToLower(r.Kind)).
 		// Its own status writes do not wake it: only a new generation (a
-		// spec change), its Jobs, its approvals and its schedule do.
-		For(&api.PtahSchema{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}, builder.WithPredicates(jobFinishes)).
-		Watches(&api.PtahSchemaApproval{}, byLabel, builder.WithPredicates(comesOrGoes)).
-		// Several managers in one process (tests) each register it.
-		WithOptions(ctrlcontroller.Options{SkipNameValidation: &skipNameValidation}).
-		Complete(r)
+		// spec change), its Jobs, its decisions and its schedule do.
+		For(resource, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobFinishes))
+	for _, d := range decisions {
+		b = b.Watches(d, byLabel, builder.WithPredicates(comesOrGoes))
+	}
+	// Several managers in one process (tests) each register it.
+	return b.WithOptions(ctrlcontroller.Options{SkipNameValidation: &skipNameValidation}).Complete(r)
 }
 
 var skipNameValidation = true
@@ -122,14 +133,21 @@ var comesOrGoes = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// schemaPass is one reconcile's state: what was read for it.
-type schemaPass struct {
-	r       *SchemaReconciler
+// pass is one reconcile's state: what was read for it.
+type pass struct {
+	r       *Reconciler
+	fam     family
 	obj     store.Object
-	s       api.PtahSchema
-	records *runner.SchemaRecords
+	res     runner.Resource
+	spec    specView
+	records *runner.Records
 
-	observation *engine.Observation
+	// observation is the reading taken for this reconcile's pass
+	// (*engine.Observation or *engine.MigrationObservation), and its
+	// bindings; rederived the claim's input fingerprint from a reading
+	// under its Lease.
+	observation any
+	observed    *api.Bindings
 	rederived   string
 
 	// scope is what the resource's coordination key is scoped to (its
@@ -138,28 +156,57 @@ type schemaPass struct {
 	scope, leaseNS string
 }
 
-// Reconcile runs the pass for one PtahSchema until it reaches a stable
+// runState is what a status read names of runs: its run state, and the
+// family's record of a run whose outcome is not known (a PtahSchema's
+// pending observation, a PtahMigration's unresolved run).
+type runState struct {
+	api.RunState
+	uncertainID, uncertainDigest string
+	// unresolved is a PtahMigration's unresolved run; migration its run
+	// records, which a reading reads the journal against.
+	unresolved *api.UnresolvedRun
+	migration  *api.PtahMigrationStatus
+}
+
+func (p *pass) runState() runState {
+	rs := runState{RunState: p.records.State(), migration: p.records.MigrationRuns()}
+	rs.uncertainID, rs.uncertainDigest, _ = p.records.Uncertain()
+	if rs.migration != nil {
+		rs.unresolved = rs.migration.UnresolvedRun
+	}
+	return rs
+}
+
+// Reconcile runs the pass for one resource until it reaches a stable
 // phase or waits for a Job.
-func (r *SchemaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	obj, err := r.Store.Get(ctx, api.KindPtahSchema, req.Namespace, req.Name)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj, err := r.Store.Get(ctx, r.Kind, req.Namespace, req.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p := &schemaPass{r: r, obj: obj}
-	var live api.PtahSchema
-	if err := r.Client.Get(ctx, req.NamespacedName, &live); err != nil {
+	p := &pass{r: r, fam: familyOf(r.Kind), obj: obj}
+	live := p.liveObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, live); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if live.DeletionTimestamp != nil {
-		return p.finishDeletion(ctx, &live)
+	if live.GetDeletionTimestamp() != nil {
+		return p.finishDeletion(ctx, live)
 	}
 	return p.run(ctx)
 }
 
-// FinalizerRuns holds a PtahSchema's deletion while a run of it may still
+// liveObject is an empty typed object of the family's kind.
+func (p *pass) liveObject() client.Object {
+	if p.r.Kind == api.KindPtahMigration {
+		return &api.PtahMigration{}
+	}
+	return &api.PtahSchema{}
+}
+
+// FinalizerRuns holds a resource's deletion while a run of it may still
 // write: without it, deleting the resource would let the garbage collector
 // take its apply Job and Pod mid-run, and leave its Lease held for ever.
 // The manager sets it before it dispatches and removes it once nothing of
@@ -167,28 +214,28 @@ func (r *SchemaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 const FinalizerRuns = "ptah.run/runs"
 
 // holdDeletion sets FinalizerRuns on the resource.
-func (p *schemaPass) holdDeletion(ctx context.Context) error {
-	var live api.PtahSchema
-	if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, &live); err != nil {
+func (p *pass) holdDeletion(ctx context.Context) error {
+	live := p.liveObject()
+	if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, live); err != nil {
 		return err
 	}
-	if controllerutil.ContainsFinalizer(&live, FinalizerRuns) {
+	if controllerutil.ContainsFinalizer(live, FinalizerRuns) {
 		return nil
 	}
-	base := live.DeepCopy()
-	controllerutil.AddFinalizer(&live, FinalizerRuns)
-	if err := p.r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	base := live.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(live, FinalizerRuns)
+	if err := p.r.Client.Patch(ctx, live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("holding the deletion of %s/%s while it runs: %w", p.obj.Namespace, p.obj.Name, err)
 	}
 	return nil
 }
 
 // releaseDeletion removes FinalizerRuns from live.
-func (p *schemaPass) releaseDeletion(ctx context.Context, live *api.PtahSchema) error {
+func (p *pass) releaseDeletion(ctx context.Context, live client.Object) error {
 	if !controllerutil.ContainsFinalizer(live, FinalizerRuns) {
 		return nil
 	}
-	base := live.DeepCopy()
+	base := live.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(live, FinalizerRuns)
 	return client.IgnoreNotFound(p.r.Client.Patch(ctx, live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 }
@@ -196,7 +243,7 @@ func (p *schemaPass) releaseDeletion(ctx context.Context, live *api.PtahSchema) 
 // finishDeletion lets a deleted resource go once no run of it may still
 // write: then its Leases are released, its Jobs removed, and the
 // finalizer taken off. Nothing new starts meanwhile.
-func (p *schemaPass) finishDeletion(ctx context.Context, live *api.PtahSchema) (ctrl.Result, error) {
+func (p *pass) finishDeletion(ctx context.Context, live client.Object) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(live, FinalizerRuns) {
 		return ctrl.Result{}, nil
 	}
@@ -206,62 +253,58 @@ func (p *schemaPass) finishDeletion(ctx context.Context, live *api.PtahSchema) (
 	if err := p.resolveScope(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	var st api.PtahSchemaStatus
-	if len(p.obj.Status) > 0 {
-		if err := json.Unmarshal(p.obj.Status, &st); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := p.records.Read(ctx, p.obj, runner.Facts{}); err != nil {
+		return ctrl.Result{}, err
 	}
-	live2, err := p.liveWriters(ctx, st, p.r.Now())
+	rs := p.runState()
+	writers, err := p.liveWriters(ctx, rs, p.r.Now())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for id, may := range live2 {
+	for id, may := range writers {
 		if may {
 			log.FromContext(ctx).Info("deletion waits for a run that may still write", "operation", id)
 			return ctrl.Result{RequeueAfter: writerPoll}, nil
 		}
 	}
-	if err := p.releaseStrayLeases(ctx, api.PtahSchemaStatus{}); err != nil { // none is named any more: all go
+	if err := p.releaseStrayLeases(ctx, runState{}); err != nil { // none is named any more: all go
 		return ctrl.Result{}, err
 	}
-	for _, id := range namedOperations(st) {
+	for _, id := range rs.namedOperations() {
 		p.removeJob(ctx, id)
 	}
 	return ctrl.Result{}, p.releaseDeletion(ctx, live)
 }
 
 // namedOperations are the operations the status names.
-func namedOperations(st api.PtahSchemaStatus) []string {
+func (rs runState) namedOperations() []string {
 	var ids []string
-	if op := st.ActiveOperation; op != nil {
+	if op := rs.ActiveOperation; op != nil {
 		ids = append(ids, op.ID)
 	}
-	if po := st.PendingObservation; po != nil {
-		ids = append(ids, po.OperationID)
+	if rs.uncertainID != "" {
+		ids = append(ids, rs.uncertainID)
 	}
-	if owed := st.OwedRelease; owed != nil {
+	if owed := rs.OwedRelease; owed != nil {
 		ids = append(ids, owed.OperationID)
 	}
 	return ids
 }
 
-func (p *schemaPass) decode() error {
-	p.s = api.PtahSchema{}
-	if err := json.Unmarshal(p.obj.Spec, &p.s.Spec); err != nil {
-		return fmt.Errorf("decoding %s: %w", p.obj.Name, err)
+func (p *pass) decode() error {
+	res, v, err := p.fam.decode(p.obj)
+	if err != nil {
+		return err
 	}
-	p.s.Default()
-	p.s.APIVersion, p.s.Kind = api.APIVersion, api.KindPtahSchema
-	p.s.Name, p.s.Namespace, p.s.UID, p.s.Generation = p.obj.Name, p.obj.Namespace, types.UID(p.obj.UID), p.obj.Generation
-	p.records = runner.NewSchemaRecords(p.r.Store, &p.s)
+	p.res, p.spec = res, v
+	p.records = runner.NewRecords(p.r.Store, res)
 	return nil
 }
 
-func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
+func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	for range maxSteps {
 		// Every step reads the resource again: the last step wrote it.
-		obj, err := p.r.Store.Get(ctx, api.KindPtahSchema, p.obj.Namespace, p.obj.Name)
+		obj, err := p.r.Store.Get(ctx, p.r.Kind, p.obj.Namespace, p.obj.Name)
 		if errors.Is(err, store.ErrNotFound) {
 			return ctrl.Result{}, nil
 		}
@@ -278,54 +321,63 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 		if err := p.resolveScope(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
-		in, err := p.records.Read(ctx, p.obj)
+		facts, err := p.facts(ctx)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if o := p.observation; o != nil {
-			// The census of every other resource reads it from here.
-			in.Status.Target = &api.ObservedTarget{CoordinationDigest: o.Bindings.CoordinationDigest,
-				TargetIdentityDigest: o.Bindings.TargetIdentityDigest}
+		if err := p.records.Read(ctx, p.obj, facts); err != nil {
+			return ctrl.Result{}, err
 		}
-		if p.s.Spec.Suspend && idle(in.Status) {
+		rs := p.runState()
+		if p.spec.Schedule.Suspend && rs.idle() {
 			// Nothing of it is under way: nothing new starts, and the
 			// status says so. A change of spec wakes it.
-			st := in.Status
-			st.Reason, st.Message = api.ReasonSuspended, "spec.suspend is true: ptah serve starts nothing for this resource"
-			st.ObservedGeneration = p.obj.Generation
+			st := p.records.Amend(func(s *api.RunState) {
+				s.Reason, s.Message = api.ReasonSuspended, "spec.suspend is true: ptah serve starts nothing for this resource"
+				s.ObservedGeneration = p.obj.Generation
+			})
 			return ctrl.Result{}, p.write(ctx, st)
 		}
-		if why := servable(p.s); why != "" && idle(in.Status) {
-			st := in.Status
-			st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonInvalidSpec, why
+		if why := p.servable(); why != "" && rs.idle() {
+			st := p.records.Amend(func(s *api.RunState) { s.Phase, s.Reason, s.Message = api.PhaseBlocked, api.ReasonInvalidSpec, why })
 			return ctrl.Result{}, p.write(ctx, st)
 		}
-		accounted, err := p.account(ctx, in)
+		accounted, err := p.account(ctx, rs)
 		if err != nil || accounted {
 			if err != nil {
 				return ctrl.Result{}, err
 			}
 			continue
 		}
-		if running, err := p.applyRunning(ctx, in.Status); err != nil || running {
+		if running, err := p.applyRunning(ctx, rs); err != nil || running {
 			// Its Job's end wakes the reconcile; until then the status says
 			// what dispatch wrote, and the deadline is watched.
 			return ctrl.Result{RequeueAfter: writerPoll}, err
 		}
-		if err := p.releaseStrayLeases(ctx, in.Status); err != nil {
+		if err := p.releaseStrayLeases(ctx, rs); err != nil {
 			return ctrl.Result{}, err
 		}
-		base, err := p.gather(ctx, in.Status)
+		base, err := p.gather(ctx, rs)
 		if err == nil {
-			base.Realm, base.Self, err = p.census(ctx, in.Status)
+			base.Realm, base.Self, err = p.census(ctx, rs)
 		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		in.PassInput, in.Observation = base, p.observation
-		d := engine.SchemaPass(in)
-		log.FromContext(ctx).V(1).Info("pass", "step", d.Step, "phase", d.Status.Phase, "reason", d.Status.Reason)
-		res, done, err := p.act(ctx, in, d)
+		if p.observation != nil {
+			if err := p.records.SetObservation(p.observation); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if o := p.observed; o != nil {
+			// The census of every other resource reads it from here.
+			p.records.SetObservedTarget(&api.ObservedTarget{CoordinationDigest: o.CoordinationDigest,
+				TargetIdentityDigest: o.TargetIdentityDigest})
+		}
+		d := p.records.Decide(base)
+		_, decided := p.records.Decided()
+		log.FromContext(ctx).V(1).Info("pass", "step", d.Step(), "phase", decided.Phase, "reason", decided.Reason)
+		res, done, err := p.act(ctx, rs, base, d)
 		if err != nil || done {
 			return res, err
 		}
@@ -333,25 +385,44 @@ func (p *schemaPass) run(ctx context.Context) (ctrl.Result, error) {
 	return ctrl.Result{}, fmt.Errorf("%s/%s: the pass did not settle after %d steps; this is a bug", p.obj.Namespace, p.obj.Name, maxSteps)
 }
 
-// idle: the status names no run under way, no uncertain outcome and no
-// owed release.
-func idle(st api.PtahSchemaStatus) bool {
-	return st.ActiveOperation == nil && st.PendingObservation == nil && st.OwedRelease == nil
+// facts are what a PtahMigration's pass reads in the database in local
+// mode: here, whether its unresolved run's Lease is still held. (What the
+// journal says of a run comes from the run's own Pod, accounted before
+// the pass: a run whose Pod left no result is for a person to settle.)
+func (p *pass) facts(ctx context.Context) (runner.Facts, error) {
+	var st struct {
+		UnresolvedRun *api.UnresolvedRun `json:"unresolvedRun"`
+	}
+	if len(p.obj.Status) == 0 || json.Unmarshal(p.obj.Status, &st) != nil || st.UnresolvedRun == nil {
+		return runner.Facts{}, nil
+	}
+	holder, err := p.leaseHolder(ctx, st.UnresolvedRun.CoordinationDigest)
+	if err != nil || holder == "" {
+		return runner.Facts{}, err
+	}
+	return runner.Facts{LeaseHeld: map[string]bool{holder: true}}, nil
 }
 
-// servable says why ptah serve cannot act on a resource, "" when it can:
-// its spec must be valid as local mode holds it (what the CRD's schema
-// cannot say: a duration's minimum, mutually exclusive fields), and its
-// target and source in the cluster come from a Secret and a ConfigMap or
-// an OCI artifact.
-func servable(s api.PtahSchema) string {
-	if err := s.Validate(); err != nil {
-		return "the spec is invalid: " + err.Error()
-	}
-	switch spec := s.Spec; {
-	case spec.Target.URLFrom == nil || spec.Target.URLFrom.SecretKeyRef == nil:
+// idle: the status names no run under way, no uncertain outcome and no
+// owed release.
+func (rs runState) idle() bool {
+	return rs.ActiveOperation == nil && rs.uncertainID == "" && rs.OwedRelease == nil
+}
+
+// servable says why ptah serve cannot act on the resource, "" when it
+// can: its spec must be valid as local mode holds it (what the CRD's
+// schema cannot say: a duration's minimum, mutually exclusive fields), and
+// its target and source in the cluster come from a Secret and a ConfigMap
+// or an OCI artifact.
+func (p *pass) servable() string {
+	switch v := p.spec; {
+	case v.Invalid != nil:
+		return "the spec is invalid: " + v.Invalid.Error()
+	case v.Target.URLFrom == nil || v.Target.URLFrom.SecretKeyRef == nil:
 		return "ptah serve reads the database URL from a Secret: set spec.target.urlFrom.secretKeyRef {name, key}"
-	case spec.Source.ConfigMap == nil && spec.Source.OCI == nil:
+	case v.ConfigMap == nil && v.OCI == nil && p.r.Kind == api.KindPtahMigration:
+		return "ptah serve reads the versioned files from a ConfigMap: set spec.source.configMap.name"
+	case v.ConfigMap == nil && v.OCI == nil:
 		return "ptah serve reads the declared files from a ConfigMap or an OCI artifact: set spec.source.configMap.name or spec.source.oci.ref"
 	}
 	return ""
@@ -359,7 +430,7 @@ func servable(s api.PtahSchema) string {
 
 // gather is the pass's input beyond the records: the clock, the fence,
 // the lease, and the Pod-level answer for each run the status names.
-func (p *schemaPass) gather(ctx context.Context, st api.PtahSchemaStatus) (engine.PassInput, error) {
+func (p *pass) gather(ctx context.Context, rs runState) (engine.PassInput, error) {
 	_, stored, err := runner.StoredState(ctx, p.r.Store)
 	if err != nil {
 		return engine.PassInput{}, err
@@ -368,123 +439,141 @@ func (p *schemaPass) gather(ctx context.Context, st api.PtahSchemaStatus) (engin
 		Now: p.r.Now(), Name: p.obj.Name, UID: p.obj.UID, Generation: p.obj.Generation, Binding: p.binding(), Stored: stored,
 		Rederived: p.rederived, NewOperationID: p.r.NewID(), RunTimeout: p.r.RunTimeout,
 	}
-	if p.observation != nil {
-		in.TargetIdentityDigest = p.observation.Bindings.TargetIdentityDigest
+	if p.observed != nil {
+		in.TargetIdentityDigest = p.observed.TargetIdentityDigest
+	} else if t := rs.Target; t != nil {
+		in.TargetIdentityDigest = t.TargetIdentityDigest // the latest reading's
 	}
-	if op := st.ActiveOperation; op != nil {
+	if op := rs.ActiveOperation; op != nil {
 		holder, err := p.leaseHolder(ctx, op.CoordinationDigest)
 		if err != nil {
 			return in, err
 		}
 		in.Locked = holder == op.ID
 	}
-	in.LiveWriters, err = p.liveWriters(ctx, st, in.Now)
+	in.LiveWriters, err = p.liveWriters(ctx, rs, in.Now)
 	return in, err
 }
 
 // write writes st as the resource's status, and tells of a change of
 // phase or reason: an Event on the resource, and the blocked gauge.
-func (p *schemaPass) write(ctx context.Context, st api.PtahSchemaStatus) error {
-	var before api.PtahSchemaStatus
+func (p *pass) write(ctx context.Context, st any) error {
+	var before, after api.RunState
 	if len(p.obj.Status) > 0 {
 		_ = json.Unmarshal(p.obj.Status, &before)
 	}
 	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
 		return err
 	}
+	_ = json.Unmarshal(p.obj.Status, &after)
 	reason := ""
-	if st.Phase == api.PhaseBlocked {
-		reason = st.Reason
+	if after.Phase == api.PhaseBlocked {
+		reason = after.Reason
 	}
-	blockedNow.set(api.KindPtahSchema, p.obj.Namespace+"/"+p.obj.Name, reason)
-	if p.r.Events != nil && (st.Phase != before.Phase || st.Reason != before.Reason) && st.Reason != "" {
+	blockedNow.set(p.r.Kind, p.obj.Namespace+"/"+p.obj.Name, reason)
+	if p.r.Events != nil && (after.Phase != before.Phase || after.Reason != before.Reason) && after.Reason != "" {
 		kind := corev1.EventTypeNormal
-		if st.Phase == api.PhaseBlocked || st.Phase == api.PhaseFailed {
+		if after.Phase == api.PhaseBlocked || after.Phase == api.PhaseFailed {
 			kind = corev1.EventTypeWarning
 		}
-		ref := &api.PtahSchema{TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindPtahSchema},
-			ObjectMeta: metav1.ObjectMeta{Name: p.obj.Name, Namespace: p.obj.Namespace, UID: types.UID(p.obj.UID)}}
-		note := st.Message
+		ref := p.liveObject()
+		ref.GetObjectKind().SetGroupVersionKind(api.GroupVersion.WithKind(p.r.Kind))
+		ref.SetName(p.obj.Name)
+		ref.SetNamespace(p.obj.Namespace)
+		ref.SetUID(types.UID(p.obj.UID))
+		note := after.Message
 		if len(note) > 1000 {
 			note = note[:1000]
 		}
-		p.r.Events.Eventf(ref, nil, kind, st.Reason, "Reconcile", "%s", note)
+		p.r.Events.Eventf(ref, nil, kind, after.Reason, "Reconcile", "%s", note)
 	}
 	return nil
 }
 
-func (p *schemaPass) binding() api.ExecutionBinding {
+func (p *pass) binding() api.ExecutionBinding {
 	return api.ExecutionBinding{PtahVersion: p.r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
 }
 
+// forget drops what was read for a claim.
+func (p *pass) forget() { p.observation, p.observed, p.rederived = nil, nil, "" }
+
 // act carries out one decision; done reports that the reconcile ends.
-func (p *schemaPass) act(ctx context.Context, in engine.SchemaPassInput, d engine.Decision) (ctrl.Result, bool, error) {
-	before := in.Status
-	switch d.Step {
+func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d runner.Decision) (ctrl.Result, bool, error) {
+	st, rs := p.records.Decided()
+	switch d.Step() {
 	case engine.StepRefuse:
-		return ctrl.Result{}, true, reconcile.TerminalError(d.Err)
+		return ctrl.Result{}, true, reconcile.TerminalError(d.Err())
 	case engine.StepReleaseOwed:
 		owed := before.OwedRelease
 		failpoint.Hit(FailBeforeRelease)
 		if err := p.releaseLease(ctx, owed.CoordinationDigest, owed.OperationID); err != nil {
 			return ctrl.Result{}, true, err
 		}
-		return ctrl.Result{}, false, p.write(ctx, d.Status)
-	case engine.StepWriteStatus:
-		if op := before.ActiveOperation; op != nil && d.Status.ActiveOperation == nil {
-			p.observation, p.rederived = nil, "" // what was read for the claim is stale
+		return ctrl.Result{}, false, p.write(ctx, st)
+	case engine.StepWriteStatus, engine.StepResolve:
+		if op := before.ActiveOperation; op != nil && rs.ActiveOperation == nil {
+			p.forget() // what was read for the claim is stale
 			if op.DispatchedAt == nil {
 				defer func() { _ = p.releaseLease(ctx, op.CoordinationDigest, op.ID) }() // nothing ran under it
 			}
 		}
-		if err := p.write(ctx, d.Status); err != nil {
+		if err := p.write(ctx, st); err != nil {
 			return ctrl.Result{}, true, err
 		}
-		if !d.Stable {
+		if a := d.Resolves(); a != nil {
+			// After the status: a crash between the two leaves an
+			// acknowledgment naming a run no longer unresolved, which the
+			// next pass marks stale.
+			p.forget()
+			if err := p.records.Spend(ctx, *a, before.uncertainID, in.Now); err != nil {
+				return ctrl.Result{}, true, err
+			}
+		}
+		if !d.Stable() {
 			return ctrl.Result{}, false, nil
 		}
-		if idle(d.Status) {
-			var live api.PtahSchema
-			if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, &live); err == nil {
-				if err := p.releaseDeletion(ctx, &live); err != nil {
+		if p.runState().idle() {
+			live := p.liveObject()
+			if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.obj.Namespace, Name: p.obj.Name}, live); err == nil {
+				if err := p.releaseDeletion(ctx, live); err != nil {
 					return ctrl.Result{}, true, err
 				}
 			}
 		}
-		switch d.Status.Reason {
+		switch rs.Reason {
 		case api.ReasonRunMayStillWrite:
 			return ctrl.Result{RequeueAfter: writerPoll}, true, nil
 		case api.ReasonRealmConflict, api.ReasonLeaseHeld:
 			// Another resource's edit wakes nothing here: look again soon.
 			return ctrl.Result{RequeueAfter: censusCadence}, true, nil
 		}
-		// A change of spec, approval or Job wakes it sooner.
-		return ctrl.Result{RequeueAfter: p.s.Spec.IntervalDuration()}, true, nil
+		// A change of spec, decision or Job wakes it sooner.
+		return ctrl.Result{RequeueAfter: p.spec.Schedule.IntervalDuration()}, true, nil
 	case engine.StepObserve:
-		return p.observe(ctx, TaskObserve, p.r.NewID())
+		return p.observe(ctx, before, TaskObserve, p.r.NewID())
 	case engine.StepMarkStale:
 		return ctrl.Result{}, false, p.records.MarkStale(ctx, d)
 	case engine.StepPublish:
 		if err := p.records.Publish(ctx, p.obj, d); err != nil {
 			return ctrl.Result{}, true, err
 		}
-		plansPublished.WithLabelValues(api.KindPtahSchema).Inc()
+		plansPublished.WithLabelValues(p.r.Kind).Inc()
 		return ctrl.Result{}, false, nil
 	case engine.StepLock:
-		return p.lock(ctx, d)
+		return p.lock(ctx, *d.Operation())
 	case engine.StepRederive:
-		return p.observe(ctx, TaskRederive, d.Operation.ID+"-rederive")
+		return p.observe(ctx, before, TaskRederive, d.Operation().ID+"-rederive")
 	case engine.StepDispatch:
-		return p.dispatch(ctx, in, d)
+		return p.dispatch(ctx, in, *d.Operation())
 	}
-	return ctrl.Result{}, true, fmt.Errorf("unknown step %q", d.Step)
+	return ctrl.Result{}, true, fmt.Errorf("unknown step %q", d.Step())
 }
 
 // observe takes a reading in a Job: it starts the Job, or waits for it, or
 // takes its answer (and removes it) and goes on. An observation is started
 // afresh for each pass that asks (id is new each time) unless one is
 // already under way; a re-derivation has one per claim.
-func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result, bool, error) {
+func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.Result, bool, error) {
 	if cur, err := p.readingUnderWay(ctx, task); err != nil || cur != "" {
 		if err != nil {
 			return ctrl.Result{}, true, err
@@ -492,7 +581,8 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 		id = cur
 	}
 	payload := Payload{OperationID: id, Task: task, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
-		SchemaSpec: &p.s.Spec, CoordinationScope: p.scope}
+		CoordinationScope: p.scope}
+	p.fam.reading(&payload, p.res, rs)
 	parts, err := splitPayload(payload)
 	if err != nil {
 		return ctrl.Result{}, true, err
@@ -511,17 +601,22 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 	}
 	defer p.removeJob(ctx, id)
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
-		return p.readingFailed(ctx, id, describe(res))
+		return p.readingFailed(ctx, rs, id, describe(res))
 	}
 	if task == TaskRederive {
-		p.rederived = engine.InputFingerprint(p.currentClaimFingerprint(), res.Observation.Bindings)
+		fp := ""
+		if op := rs.ActiveOperation; op != nil {
+			fp = op.Plan.Fingerprint
+		}
+		p.rederived = engine.InputFingerprint(fp, res.Observation.Bindings)
 		return ctrl.Result{}, false, nil
 	}
-	obs, err := ReadTransport(ctx, p.r.Store, p.obj.Namespace, p.obj.UID, id, *res.Observation)
+	obs, err := p.fam.adopt(ctx, p.r.Store, p.obj.Namespace, p.obj.UID, id, *res.Observation)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
-	p.observation = &obs
+	bindings := res.Observation.Bindings
+	p.observation, p.observed = obs, &bindings
 	return ctrl.Result{}, false, nil
 }
 
@@ -530,36 +625,22 @@ func (p *schemaPass) observe(ctx context.Context, task, id string) (ctrl.Result,
 // with nothing under way, and looks again after a while: the error is the
 // resource's, and its owner reads it there. Under a claim the status is
 // left as it is (the claim's deadline bounds it) and the reading retried.
-func (p *schemaPass) readingFailed(ctx context.Context, id, why string) (ctrl.Result, bool, error) {
-	var st api.PtahSchemaStatus
-	if len(p.obj.Status) > 0 {
-		if err := json.Unmarshal(p.obj.Status, &st); err != nil {
-			return ctrl.Result{}, true, err
-		}
-	}
+func (p *pass) readingFailed(ctx context.Context, rs runState, id, why string) (ctrl.Result, bool, error) {
 	log.FromContext(ctx).Info("reading failed", "reading", id, "why", why)
-	if !idle(st) {
+	if !rs.idle() {
 		return ctrl.Result{RequeueAfter: censusCadence}, true, nil
 	}
-	st.Phase, st.Reason, st.Message = api.PhaseBlocked, api.ReasonReadingFailed, "reading the database and the declared files failed: "+why
-	st.ObservedGeneration = p.obj.Generation
-	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
+	st := p.records.Amend(func(s *api.RunState) {
+		s.Phase, s.Reason, s.Message = api.PhaseBlocked, api.ReasonReadingFailed, "reading the database and the declared files failed: "+why
+		s.ObservedGeneration = p.obj.Generation
+		s.Conditions = engine.SetReady(s.Conditions, *s, p.obj.Generation, p.r.Now())
+	})
 	return ctrl.Result{RequeueAfter: censusCadence}, true, p.write(ctx, st)
-}
-
-// currentClaimFingerprint is the plan fingerprint of the claim being
-// re-derived.
-func (p *schemaPass) currentClaimFingerprint() string {
-	var st api.PtahSchemaStatus
-	if json.Unmarshal(p.obj.Status, &st) == nil && st.ActiveOperation != nil {
-		return st.ActiveOperation.Plan.Fingerprint
-	}
-	return ""
 }
 
 // readingUnderWay names the reading of task whose Job exists for this
 // resource, if any: one observation at a time.
-func (p *schemaPass) readingUnderWay(ctx context.Context, task string) (string, error) {
+func (p *pass) readingUnderWay(ctx context.Context, task string) (string, error) {
 	if task != TaskObserve {
 		return "", nil
 	}

@@ -1,0 +1,364 @@
+package controller_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/controller"
+	"github.com/ptah-run/ptah/internal/kubetest"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+// ledgerFiles are a migration sequence of two versions.
+var ledgerFiles = map[string]string{
+	"0001_accounts.sql": "CREATE TABLE public.ledger_accounts (id bigint PRIMARY KEY, name text NOT NULL);\n",
+	"0002_entries.sql":  "CREATE TABLE public.ledger_entries (id bigint PRIMARY KEY, account bigint REFERENCES public.ledger_accounts);\n",
+}
+
+// declareMigration writes the ConfigMap of versioned files and the
+// PtahMigration "ledger" reading it, its target the test's database.
+func (c *cluster) declareMigration(files map[string]string) *api.PtahMigration {
+	c.t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ledger-migrations", Namespace: c.ns}, Data: files}
+	if err := c.e.Client.Create(ctx, cm); err != nil {
+		c.t.Fatal(err)
+	}
+	m := &api.PtahMigration{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: c.ns}, Spec: api.PtahMigrationSpec{
+		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
+		Source: api.MigrationSource{ConfigMap: &api.ConfigMapSource{Name: "ledger-migrations"}},
+	}}
+	if err := c.e.Client.Create(ctx, m); err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// waitForMigration polls the PtahMigration "ledger" until ok accepts its
+// status.
+func (c *cluster) waitForMigration(what string, ok func(api.PtahMigrationStatus) bool) api.PtahMigrationStatus {
+	c.t.Helper()
+	var m api.PtahMigration
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "ledger"}, &m); err != nil {
+			c.t.Fatal(err)
+		}
+		if ok(m.Status) {
+			return m.Status
+		}
+		if time.Now().After(deadline) {
+			c.dump()
+			c.t.Fatalf("waiting for %s of ledger: the status is %s/%s: %s", what, m.Status.Phase, m.Status.Reason, m.Status.Message)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// history is the migration history ptah recorded for "ledger", version
+// -> how it got there.
+func (c *cluster) history() map[string]string {
+	c.t.Helper()
+	rows, err := c.conn().Query(context.Background(), "SELECT version, how FROM ptah.migration_history WHERE resource = $1",
+		api.KindPtahMigration+"/"+c.ns+"/ledger")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var v, how string
+		if err := rows.Scan(&v, &how); err != nil {
+			c.t.Fatal(err)
+		}
+		out[v] = how
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// TestServeRunsAPtahMigrationThroughJobsInCluster is ptah serve's whole
+// job for one PtahMigration: a reading Job compares the history with the
+// files of the ConfigMap and publishes the pending versions, a person
+// approves the plan's UID with ptah approve --cluster, the manager
+// claims it, takes the Lease, re-derives, spends the approval and
+// dispatches the apply Job, which runs the files it reads from the
+// source, each checked against the plan's checksum, and records them in
+// the history; the manager accounts for it and verifies: InSync.
+func TestServeRunsAPtahMigrationThroughJobsInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.declareMigration(ledgerFiles)
+	c.serve()
+
+	st := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	var plan api.PtahMigrationPlan
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if string(plan.UID) != st.Plan.UID || len(plan.Spec.Versions) != 2 || plan.Spec.Versions[0].Version != "0001" ||
+		plan.Spec.Bindings.ArtifactDigest == "" || plan.Spec.Bindings.HistoryFingerprint == "" {
+		t.Fatalf("the published plan %s: %+v", plan.Name, plan.Spec)
+	}
+	if c.tableExists("public.ledger_accounts") {
+		t.Fatal("a version ran before anyone approved the plan")
+	}
+
+	c.approve(st.Plan)
+
+	st = c.waitForMigration("InSync", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseInSync })
+	if !c.tableExists("public.ledger_entries") {
+		t.Fatal("InSync, and the last version's table does not exist")
+	}
+	if h := c.history(); len(h) != 2 || h["0001"] == "" || h["0002"] == "" {
+		t.Errorf("history %v, want versions 0001 and 0002", h)
+	}
+	if r := st.LastRun; r == nil || r.Outcome != api.OutcomeSucceeded || r.Plan.UID != string(plan.UID) || len(r.Versions) != 2 {
+		t.Errorf("last run: %+v; want plan %s succeeded with both versions", st.LastRun, plan.UID)
+	}
+	if st.History == nil || st.History.Applied != 2 {
+		t.Errorf("status history %+v, want 2 applied", st.History)
+	}
+	if st.ActiveOperation != nil || st.OwedRelease != nil || st.UnresolvedRun != nil {
+		t.Errorf("InSync with work on record: %+v", st)
+	}
+	var approvals api.PtahMigrationApprovalList
+	if err := c.e.Client.List(ctx, &approvals, client.InNamespace(c.ns)); err != nil || len(approvals.Items) != 1 {
+		t.Fatalf("approvals: %v", err)
+	}
+	if con := approvals.Items[0].Status.Consumed; con == nil || con.OperationID != st.LastRun.OperationID {
+		t.Errorf("the approval is not consumed by the run that spent it: %+v", approvals.Items[0].Status)
+	}
+	c.noneLeft()
+}
+
+// noneLeft checks that no Lease and no Job of the test is left.
+func (c *cluster) noneLeft() {
+	c.t.Helper()
+	ctx := context.Background()
+	var leases coordinationv1.LeaseList
+	if err := c.e.Client.List(ctx, &leases, client.InNamespace(c.ns)); err != nil || len(leases.Items) != 0 {
+		c.t.Errorf("%d Leases left after the run, want none: %v", len(leases.Items), err)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(ctx, &jobs, client.InNamespace(c.ns)); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		c.t.Errorf("Job %s (%s) left after the run", j.Name, j.Labels["app.kubernetes.io/component"])
+	}
+}
+
+// TestAMigrationPodKilledMidRunIsLeftForAPersonInCluster: the apply's Pod
+// is killed (exit 137, no result) while it may have run part of the
+// files. The manager never runs them again by itself and never creates
+// the Job again: it records an unresolved run, by dispatch, with the Lease
+// kept until the Pod has ended, and blocks. A person's acknowledgment of
+// that exact operation settles it; the history is read again and what
+// remains is planned anew, for a new approval (the first was spent).
+func TestAMigrationPodKilledMidRunIsLeftForAPersonInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	m := c.declareMigration(ledgerFiles)
+	c.stall = func(job *batchv1.Job) bool { return job.Labels["app.kubernetes.io/component"] == controller.TaskApply }
+	c.serve()
+	first := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	c.approve(first.Plan)
+	st := c.waitForMigration("the dispatch", func(s api.PtahMigrationStatus) bool {
+		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
+	})
+	op := st.ActiveOperation
+	c.mu.Lock()
+	c.stall = nil
+	c.mu.Unlock()
+	c.end(controller.JobName(string(m.UID), op.ID), 137)
+
+	st = c.waitForMigration("the unresolved run", func(s api.PtahMigrationStatus) bool { return s.UnresolvedRun != nil })
+	u := st.UnresolvedRun
+	if u.OperationID != op.ID || u.ReportedBy != api.ReportedByDispatch || u.Outcome != api.OutcomeUnknown ||
+		st.Phase != api.PhaseBlocked || st.Reason != api.ReasonUnresolvedRun {
+		t.Fatalf("status %s/%s, unresolved run %+v; want operation %s, by dispatch, Unknown", st.Phase, st.Reason, u, op.ID)
+	}
+	time.Sleep(6 * time.Second) // a poll of the manager's
+	if n := c.runs(op.ID); n != 0 {
+		t.Errorf("the killed operation's container ran %d times after it was killed, want never", n)
+	}
+	if c.jobExists(string(m.UID), op.ID) {
+		// Removed or not, it is never created again: nothing else made it.
+		t.Logf("the killed apply's Job is kept as evidence")
+	}
+	if st := c.waitForMigration("blocked", func(s api.PtahMigrationStatus) bool { return true }); st.UnresolvedRun == nil ||
+		st.Phase != api.PhaseBlocked || st.ActiveOperation != nil {
+		t.Fatalf("the unresolved run did not stay in place: %+v", st)
+	}
+	var leases coordinationv1.LeaseList
+	if err := c.e.Client.List(ctx, &leases, client.InNamespace(c.ns)); err != nil || len(leases.Items) != 0 {
+		t.Errorf("%d Leases once the killed Pod ended, want none (its release owed and done): %v", len(leases.Items), err)
+	}
+
+	// An acknowledgment of another operation settles nothing.
+	c.acknowledge(m, "0000000000000000", "a guess")
+	time.Sleep(3 * time.Second)
+	if st := c.waitForMigration("still blocked", func(s api.PtahMigrationStatus) bool { return true }); st.UnresolvedRun == nil {
+		t.Fatal("an acknowledgment of another operation settled the run")
+	}
+
+	c.acknowledge(m, op.ID, "the Pod never started its container: nothing ran")
+	st = c.waitForMigration("a new plan", func(s api.PtahMigrationStatus) bool {
+		return s.UnresolvedRun == nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	if r := st.ResolvedRun; r == nil || r.OperationID != op.ID || r.By != "alice" {
+		t.Errorf("resolved run %+v, want operation %s by alice", st.ResolvedRun, op.ID)
+	}
+	if st.Plan.UID == first.Plan.UID {
+		t.Error("the spent plan is current again")
+	}
+	if c.tableExists("public.ledger_accounts") {
+		t.Error("a version ran with no approval")
+	}
+}
+
+// acknowledge records alice's acknowledgment of operation id of m's run.
+func (c *cluster) acknowledge(m *api.PtahMigration, id, reason string) {
+	c.t.Helper()
+	a := &api.PtahMigrationRunAcknowledgment{ObjectMeta: metav1.ObjectMeta{GenerateName: "ledger-ack-", Namespace: c.ns,
+		Labels: map[string]string{"ptah.run/migration": m.Name}},
+		Spec: api.PtahMigrationRunAcknowledgmentSpec{Migration: api.ObjectReference{Name: m.Name, UID: string(m.UID)}, OperationID: id,
+			By: "alice", At: api.NewTime(time.Now()), Reason: reason}}
+	if err := c.e.Client.Create(context.Background(), a); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// conn is a session on the test's database, closed when the test ends.
+func (c *cluster) conn() *pgx.Conn {
+	c.t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.url)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// end ends the Pod of Job name with code and no result, once the test
+// kubelet has created it.
+func (c *cluster) end(name string, code int) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.kubelet.End(context.Background(), name, code, "")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("ending the Pod of Job %s: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// component is the task of the Job that runs operation id.
+func (c *cluster) component(id string) string {
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns), client.MatchingLabels{controller.LabelOperation: id}); err != nil ||
+		len(jobs.Items) == 0 {
+		return ""
+	}
+	return jobs.Items[0].Labels["app.kubernetes.io/component"]
+}
+
+// TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster: the apply's
+// Pod dies (exit 137, no result) after the first file committed and while
+// the second runs. The manager records the run as unresolved, runs
+// nothing more, and keeps it so until a person settles it; the
+// acknowledgment of that operation settles it; the history (the first
+// version, recorded by the run) is read again and only the second version
+// is planned, for a new approval; it runs once, and the migration is
+// InSync.
+func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	files := map[string]string{
+		"0001_accounts.sql": ledgerFiles["0001_accounts.sql"],
+		"0002_slow.sql":     "SELECT pg_sleep(3);\nCREATE TABLE public.ledger_slow (id bigint);\n",
+	}
+	m := c.declareMigration(files)
+	run := runPtah(t)
+	var killedMu sync.Mutex
+	var killedID string
+	killed := func() string { killedMu.Lock(); defer killedMu.Unlock(); return killedID }
+	c.instead = func(ct kubetest.Container) (int, bool) {
+		id := argAfter(ct.Args, "--operation")
+		if killed() != "" || c.component(id) != controller.TaskApply {
+			return 0, false
+		}
+		killedMu.Lock()
+		killedID = id
+		killedMu.Unlock()
+		// The Pod dies once the first version is in the history: its
+		// session goes with it, and it leaves no result.
+		runCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer cancel()
+			for range 300 {
+				if c.history()["0001"] != "" {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		run(runCtx, kubetest.Container{Args: ct.Args, Env: ct.Env, TerminationLog: filepath.Join(t.TempDir(), "lost")})
+		return 137, true
+	}
+	c.serve()
+	first := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	c.approve(first.Plan)
+	st := c.waitForMigration("the unresolved run", func(s api.PtahMigrationStatus) bool { return s.UnresolvedRun != nil })
+	if st.UnresolvedRun.OperationID != killed() || st.Reason != api.ReasonUnresolvedRun {
+		t.Fatalf("status %s/%s, unresolved %+v; want the killed operation %s", st.Phase, st.Reason, st.UnresolvedRun, killed())
+	}
+	if h := c.history(); h["0001"] == "" || h["0002"] != "" || c.tableExists("public.ledger_slow") {
+		t.Fatalf("history %v: want the first version alone", h)
+	}
+	time.Sleep(6 * time.Second) // a poll of the manager's
+	if n := c.runs(killed()); n != 1 {
+		t.Errorf("the killed operation ran %d times, want once", n)
+	}
+
+	c.acknowledge(m, killed(), "0001 is in the history; 0002 rolled back with the session")
+	st = c.waitForMigration("a plan of what remains", func(s api.PtahMigrationStatus) bool {
+		return s.UnresolvedRun == nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
+	})
+	var plan api.PtahMigrationPlan
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Spec.Versions) != 1 || plan.Spec.Versions[0].Version != "0002" {
+		t.Fatalf("the plan after the resolution: %+v, want version 0002 alone", plan.Spec.Versions)
+	}
+	c.approve(st.Plan)
+	c.waitForMigration("InSync", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseInSync })
+	if h := c.history(); len(h) != 2 || !c.tableExists("public.ledger_slow") {
+		t.Errorf("history %v after the second run, want both versions", h)
+	}
+	c.noneLeft()
+}
