@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ptah-run/ptah/internal/controller"
 	"github.com/ptah-run/ptah/internal/kubetest"
@@ -67,26 +69,40 @@ func (c *cluster) waitForMigration(what string, ok func(api.PtahMigrationStatus)
 }
 
 // history is the migration history ptah recorded for "ledger", version
-// -> how it got there.
+// -> how it got there (none before ptah created its table).
 func (c *cluster) history() map[string]string {
 	c.t.Helper()
-	rows, err := c.conn().Query(context.Background(), "SELECT version, how FROM ptah.migration_history WHERE resource = $1",
-		api.KindPtahMigration+"/"+c.ns+"/ledger")
+	h, err := c.readHistory()
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	return h
+}
+
+func (c *cluster) readHistory() (map[string]string, error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
 	out := map[string]string{}
+	rows, err := conn.Query(ctx, "SELECT version, how FROM ptah.migration_history WHERE resource = $1", api.KindPtahMigration+"/"+c.ns+"/ledger")
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	for rows.Next() {
 		var v, how string
 		if err := rows.Scan(&v, &how); err != nil {
-			c.t.Fatal(err)
+			return nil, err
 		}
 		out[v] = how
 	}
-	if err := rows.Err(); err != nil {
-		c.t.Fatal(err)
-	}
-	return out
+	return out, rows.Err()
 }
 
 // TestServeRunsAPtahMigrationThroughJobsInCluster is ptah serve's whole
@@ -246,17 +262,6 @@ func (c *cluster) acknowledge(m *api.PtahMigration, id, reason string) {
 	}
 }
 
-// conn is a session on the test's database, closed when the test ends.
-func (c *cluster) conn() *pgx.Conn {
-	c.t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.url)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
 // end ends the Pod of Job name with code and no result, once the test
 // kubelet has created it.
 func (c *cluster) end(name string, code int) {
@@ -318,7 +323,7 @@ func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
 		go func() {
 			defer cancel()
 			for range 300 {
-				if c.history()["0001"] != "" {
+				if h, err := c.readHistory(); err == nil && h["0001"] != "" {
 					return
 				}
 				time.Sleep(50 * time.Millisecond)

@@ -276,6 +276,30 @@ func (p *pass) finishDeletion(ctx context.Context, live client.Object) (ctrl.Res
 	return ctrl.Result{}, p.releaseDeletion(ctx, live)
 }
 
+// namedIn are the operations a stored status of either family names.
+func namedIn(raw []byte) map[string]bool {
+	var st struct {
+		api.RunState
+		PendingObservation *api.PendingObservation `json:"pendingObservation"`
+		UnresolvedRun      *api.UnresolvedRun      `json:"unresolvedRun"`
+	}
+	named := map[string]bool{}
+	if len(raw) == 0 || json.Unmarshal(raw, &st) != nil {
+		return named
+	}
+	rs := runState{RunState: st.RunState}
+	if po := st.PendingObservation; po != nil {
+		rs.uncertainID = po.OperationID
+	}
+	if u := st.UnresolvedRun; u != nil {
+		rs.uncertainID = u.OperationID
+	}
+	for _, id := range rs.namedOperations() {
+		named[id] = true
+	}
+	return named
+}
+
 // namedOperations are the operations the status names.
 func (rs runState) namedOperations() []string {
 	var ids []string
@@ -517,8 +541,16 @@ func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d 
 				defer func() { _ = p.releaseLease(ctx, op.CoordinationDigest, op.ID) }() // nothing ran under it
 			}
 		}
+		named := namedIn(p.obj.Status)
 		if err := p.write(ctx, st); err != nil {
 			return ctrl.Result{}, true, err
+		}
+		// A run the status no longer names is settled: its Job, which
+		// nothing creates again, goes.
+		for id := range named {
+			if !namedIn(p.obj.Status)[id] {
+				p.removeJob(ctx, id)
+			}
 		}
 		if a := d.Resolves(); a != nil {
 			// After the status: a crash between the two leaves an

@@ -53,6 +53,8 @@ type cluster struct {
 	// stall, when set and it returns true, leaves a Job's Pod running.
 	stall   func(job *batchv1.Job) bool
 	kubelet *kubetest.Kubelet
+	// aliceBound: alice may approve in the namespace.
+	aliceBound bool
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -120,7 +122,10 @@ func (c *cluster) managerConfig() *rest.Config {
 // approve approves the plan as alice, with ptah approve --cluster.
 func (c *cluster) approve(plan *api.PlanReference) {
 	c.t.Helper()
-	c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+	if !c.aliceBound {
+		c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+		c.aliceBound = true
+	}
 	var out, errs bytes.Buffer
 	if code := cli.Run(context.Background(), []string{"approve", plan.UID, "--fingerprint", plan.Fingerprint, "--cluster",
 		"--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns}, &out, &errs); code != 0 {
