@@ -367,3 +367,121 @@ func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
 	}
 	c.noneLeft()
 }
+
+// TestAMissingDispatchedMigrationJobIsNeverCreatedInCluster: the manager
+// stops dead once the dispatch marker is durable (the approval spent
+// before it) and before the apply Job exists. The next manager never
+// creates that Job: the run may have happened as far as the record says,
+// and a migration's files cannot be run again in part, so it is an
+// unresolved run, reported by dispatch, for a person; nothing runs.
+func TestAMissingDispatchedMigrationJobIsNeverCreatedInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	m := c.declareMigration(ledgerFiles)
+	uid := string(m.UID)
+	c.crashAt(controller.FailAfterDispatchMarker, func() {
+		st := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+		c.approve(st.Plan)
+	})
+	st := c.waitForMigration("the marker", func(api.PtahMigrationStatus) bool { return true })
+	op := st.ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
+		t.Fatalf("after the crash the status holds no dispatched claim: %+v", st)
+	}
+	if c.jobExists(uid, op.ID) {
+		t.Fatal("the apply Job exists: the failpoint is after its creation")
+	}
+	var approvals api.PtahMigrationApprovalList
+	if err := c.e.Client.List(ctx, &approvals, client.InNamespace(c.ns)); err != nil || len(approvals.Items) != 1 {
+		t.Fatalf("approvals: %v", err)
+	}
+	if con := approvals.Items[0].Status.Consumed; con == nil || con.OperationID != op.ID {
+		t.Errorf("the dispatch marker stands and the approval is not spent by its operation: %+v", approvals.Items[0].Status)
+	}
+
+	c.serve()
+	st = c.waitForMigration("the unresolved run", func(s api.PtahMigrationStatus) bool { return s.UnresolvedRun != nil })
+	if u := st.UnresolvedRun; u.OperationID != op.ID || u.ReportedBy != api.ReportedByDispatch || st.ActiveOperation != nil {
+		t.Errorf("unresolved run %+v (active %+v); want operation %s, reported by dispatch", u, st.ActiveOperation, op.ID)
+	}
+	time.Sleep(6 * time.Second) // a poll of the manager's
+	if n := c.runs(op.ID); n != 0 || c.jobExists(uid, op.ID) {
+		t.Errorf("the dispatched operation ran %d times after the crash (Job exists: %v); want never", n, c.jobExists(uid, op.ID))
+	}
+	if h := c.history(); len(h) != 0 || c.tableExists("public.ledger_accounts") {
+		t.Errorf("history %v: a version ran, yet no apply ever did", h)
+	}
+}
+
+// TestAMigrationApprovalOfAReplacedPlanAuthorizesNothingInCluster: the
+// plan object an approval names is replaced by one of the same name and
+// content (a new UID): the approval, bound to the old UID, authorizes
+// nothing and goes stale; only an approval of the new UID runs it.
+func TestAMigrationApprovalOfAReplacedPlanAuthorizesNothingInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.declareMigration(ledgerFiles)
+	c.serve()
+	first := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	var old api.PtahMigrationPlan
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: first.Plan.Name}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.e.Client.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	// The manager publishes the same content again, under the same name;
+	// a spec change wakes it at once.
+	c.touchMigration()
+	second := c.waitForMigration("the replacement", func(s api.PtahMigrationStatus) bool {
+		return s.Plan != nil && s.Plan.UID != first.Plan.UID && s.Phase == api.PhaseAwaitingApproval
+	})
+	if second.Plan.Name != first.Plan.Name {
+		t.Fatalf("the replacement is named %s, want %s (same content)", second.Plan.Name, first.Plan.Name)
+	}
+	stale := &api.PtahMigrationApproval{ObjectMeta: metav1.ObjectMeta{Name: "ledger-old", Namespace: c.ns,
+		Labels: map[string]string{"ptah.run/migration": "ledger"}},
+		Spec: api.PtahMigrationApprovalSpec{Plan: api.ObjectReference{Name: old.Name, UID: string(old.UID)}, Migration: "ledger",
+			PlanFingerprint: old.Spec.Fingerprint, Bindings: old.Spec.Bindings, Approver: "alice", ApprovedAt: api.NewTime(time.Now())}}
+	if err := c.e.Client.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(stale), stale); err != nil {
+			t.Fatal(err)
+		}
+		if stale.Status.Stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approval of the replaced plan is not stale: %+v", stale.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := c.waitForMigration("awaiting", func(api.PtahMigrationStatus) bool { return true }); st.Phase != api.PhaseAwaitingApproval ||
+		st.ActiveOperation != nil || c.tableExists("public.ledger_accounts") {
+		t.Fatalf("an approval of the replaced plan's UID authorized something: %s/%s, active %+v", st.Phase, st.Reason, st.ActiveOperation)
+	}
+
+	c.approve(second.Plan)
+	c.waitForMigration("InSync", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseInSync })
+	if h := c.history(); len(h) != 2 {
+		t.Errorf("history %v after the approval of the current UID, want both versions", h)
+	}
+}
+
+// touchMigration changes the PtahMigration's spec in a way that changes
+// nothing it plans (its interval), which wakes the manager.
+func (c *cluster) touchMigration() {
+	c.t.Helper()
+	var m api.PtahMigration
+	ctx := context.Background()
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: "ledger"}, &m); err != nil {
+		c.t.Fatal(err)
+	}
+	m.Spec.Schedule.Interval = "1m"
+	if err := c.e.Client.Update(ctx, &m); err != nil {
+		c.t.Fatal(err)
+	}
+}
