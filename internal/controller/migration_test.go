@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -483,5 +484,62 @@ func (c *cluster) touchMigration() {
 	m.Spec.Schedule.Interval = "1m"
 	if err := c.e.Client.Update(ctx, &m); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster: a
+// PtahMigration whose run is unresolved is deleted and restored from a
+// backup that keeps its metadata and spec but not its status (as backup
+// tools restore custom resources by default). The unresolved run, kept in
+// the resource's annotation, comes back: nothing is planned or run until
+// a person settles it. (The run never started: the database's journal
+// has nothing that would block a new plan by itself.)
+func TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	m := c.declareMigration(ledgerFiles)
+	c.crashAt(controller.FailAfterDispatchMarker, func() {
+		st := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+		c.approve(st.Plan)
+	})
+	c.serve()
+	st := c.waitForMigration("the unresolved run", func(s api.PtahMigrationStatus) bool { return s.UnresolvedRun != nil })
+	id := st.UnresolvedRun.OperationID
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Annotations[controller.AnnotationUnresolvedRun], id) {
+		t.Fatalf("the unresolved run %s is not kept on the resource: annotations %v", id, m.Annotations)
+	}
+
+	// The backup: metadata and spec, no status. Then the resource goes
+	// (its finalizer lets it once nothing may still write) and comes back.
+	backup := &api.PtahMigration{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels,
+		Annotations: m.Annotations}, Spec: m.Spec}
+	if err := c.e.Client.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.e.Client.Get(ctx, client.ObjectKeyFromObject(m), m) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted resource stays: finalizers %v", m.Finalizers)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.e.Client.Create(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+
+	st = c.waitForMigration("the restored record", func(s api.PtahMigrationStatus) bool { return s.Phase != "" })
+	time.Sleep(3 * time.Second) // anything the manager would do next, it does now
+	st = c.waitForMigration("the restored record", func(api.PtahMigrationStatus) bool { return true })
+	if u := st.UnresolvedRun; u == nil || u.OperationID != id || st.Phase != api.PhaseBlocked || st.Reason != api.ReasonUnresolvedRun {
+		t.Fatalf("after the restore: %s/%s, unresolved %+v; want run %s blocking it", st.Phase, st.Reason, st.UnresolvedRun, id)
+	}
+	if st.Plan != nil || st.ActiveOperation != nil {
+		t.Errorf("after the restore a plan is current (%+v) or claimed (%+v)", st.Plan, st.ActiveOperation)
+	}
+	if h := c.history(); len(h) != 0 {
+		t.Errorf("history %v: something ran", h)
 	}
 }

@@ -150,6 +150,12 @@ type pass struct {
 	observed    *api.Bindings
 	rederived   string
 
+	// kept is the unresolved run kept in the resource's annotation
+	// (AnnotationUnresolvedRun), as last read or written; keptRead says
+	// it was read.
+	kept     *api.UnresolvedRun
+	keptRead bool
+
 	// scope is what the resource's coordination key is scoped to (its
 	// namespace, or the PtahRealm admitting it), leaseNS where its
 	// database's Lease lives.
@@ -352,6 +358,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		if err := p.records.Read(ctx, p.obj, facts); err != nil {
 			return ctrl.Result{}, err
 		}
+		if restored, err := p.restoreKept(ctx); err != nil || restored {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
 		rs := p.runState()
 		if p.spec.Schedule.Suspend && rs.idle() {
 			// Nothing of it is under way: nothing new starts, and the
@@ -486,7 +498,13 @@ func (p *pass) write(ctx context.Context, st any) error {
 	if len(p.obj.Status) > 0 {
 		_ = json.Unmarshal(p.obj.Status, &before)
 	}
+	if err := p.keep(ctx, st); err != nil {
+		return err
+	}
 	if err := p.records.WriteStatus(ctx, &p.obj, st); err != nil {
+		return err
+	}
+	if err := p.dropKept(ctx); err != nil {
 		return err
 	}
 	_ = json.Unmarshal(p.obj.Status, &after)

@@ -81,6 +81,18 @@ func (r *Records) Amend(fn func(*api.RunState)) any {
 // every other resource reads it there.
 func (r *Records) SetObservedTarget(t *api.ObservedTarget) { r.f.readState().Target = t }
 
+// RestoreUnresolvedRun returns the status read with kept, a PtahMigration's
+// unresolved run kept outside its status, put back if the status lost it
+// (engine.RestoreUnresolvedRun); ok is false when nothing is to restore.
+func (r *Records) RestoreUnresolvedRun(kept *api.UnresolvedRun) (st any, ok bool) {
+	m, isMigration := r.f.(*migrationShell)
+	if !isMigration {
+		return nil, false
+	}
+	restored, ok := engine.RestoreUnresolvedRun(m.in.Status, kept, m.res.Name())
+	return &restored, ok
+}
+
 // Uncertain names the family's record of a run whose outcome is not
 // known (a PtahSchema's pending observation, a PtahMigration's unresolved
 // run): its operation ID and coordination digest.
