@@ -18,19 +18,19 @@ import (
 
 // resolveScope finds what the resource's coordination key is scoped to,
 // and where its database's Lease lives (see scopeOf).
-func (p *schemaPass) resolveScope(ctx context.Context) error {
+func (p *pass) resolveScope(ctx context.Context) error {
 	realms, err := p.realms(ctx)
 	if err != nil {
 		return err
 	}
-	p.scope, p.leaseNS = scopeOf(realms, p.obj.Namespace, p.s.Spec.Target.CoordinationKey), p.obj.Namespace
+	p.scope, p.leaseNS = scopeOf(realms, p.obj.Namespace, p.spec.Target.CoordinationKey), p.obj.Namespace
 	if strings.HasPrefix(p.scope, "realm/") {
 		p.leaseNS = cmp.Or(p.r.Namespace, p.obj.Namespace)
 	}
 	return nil
 }
 
-func (p *schemaPass) realms(ctx context.Context) ([]api.PtahRealm, error) {
+func (p *pass) realms(ctx context.Context) ([]api.PtahRealm, error) {
 	var realms api.PtahRealmList
 	if err := p.r.Client.List(ctx, &realms); err != nil {
 		return nil, fmt.Errorf("reading the PtahRealms: %w", err)
@@ -64,7 +64,7 @@ func ScopedKey(scope, key string) string {
 // as its reading scopes it); else, like its target's identity, from its
 // latest reading (status.target). One never read, without a key, is not
 // counted: it has dispatched nothing.
-func (p *schemaPass) census(ctx context.Context, st api.PtahSchemaStatus) ([]engine.Claimant, engine.Claimant, error) {
+func (p *pass) census(ctx context.Context, rs runState) ([]engine.Claimant, engine.Claimant, error) {
 	realms, err := p.realms(ctx)
 	if err != nil {
 		return nil, engine.Claimant{}, err
@@ -80,7 +80,7 @@ func (p *schemaPass) census(ctx context.Context, st api.PtahSchemaStatus) ([]eng
 		}
 		return c
 	}
-	self := claimant(api.KindPtahSchema, p.obj.Namespace, p.obj.Name, p.s.Spec.Target, st.Target)
+	self := claimant(p.r.Kind, p.obj.Namespace, p.obj.Name, p.spec.Target, rs.Target)
 	realm := []engine.Claimant{self}
 	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
 		objs, err := p.r.Store.List(ctx, store.ListOptions{Kind: kind})

@@ -53,6 +53,18 @@ type Payload struct {
 	Schema *api.PtahSchemaPlanSpec `json:"schema,omitempty"`
 	// SchemaSpec is the resource's spec (TaskObserve, TaskRederive).
 	SchemaSpec *api.PtahSchemaSpec `json:"schemaSpec,omitempty"`
+	// MigrationSpec is a PtahMigration's spec (every task: its apply
+	// reads the files its plan names from the source).
+	MigrationSpec *api.PtahMigrationSpec `json:"migrationSpec,omitempty"`
+	// Runs are the records of the PtahMigration's status that stand for
+	// runs, which a reading reads the journal against (TaskObserve,
+	// TaskRederive).
+	Runs *api.PtahMigrationStatus `json:"runs,omitempty"`
+	// Migration is a PtahMigration's claimed plan (TaskApply), checked
+	// against its fingerprint and its files against the source before
+	// anything runs; Approver is recorded in the history rows.
+	Migration *api.PtahMigrationPlanSpec `json:"migration,omitempty"`
+	Approver  string                     `json:"approver,omitempty"`
 	// CoordinationScope is what the spec's coordination key is scoped to
 	// in the cluster: "namespace/NS", or "realm/NAME" for a key a
 	// PtahRealm joins across namespaces.
@@ -91,6 +103,21 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 	// Observation is what a reading found (TaskObserve, TaskRederive).
 	Observation *ObservationResult `json:"observation,omitempty"`
+	// Run is how far a PtahMigration's apply got, from its journal.
+	Run *RunReport `json:"run,omitempty"`
+}
+
+// RunReport is what a PtahMigration's apply tells of its run beyond its
+// outcome (engine.MigrationRun, with the versions counted: those that
+// committed are always the first Committed of the plan's).
+type RunReport struct {
+	Committed int                `json:"committed"`
+	Failure   *api.RunFailure    `json:"failure,omitempty"`
+	Partial   bool               `json:"partial,omitempty"`
+	Writer    *api.WriterSession `json:"writer,omitempty"`
+	// MayStillWrite: the run's outcome is unknown and its database
+	// session may still be writing: the Lease is kept until its deadline.
+	MayStillWrite bool `json:"mayStillWrite,omitempty"`
 }
 
 // ObservationResult is a reading's answer: its bindings, and for
@@ -102,6 +129,19 @@ type ObservationResult struct {
 	Bindings   api.Bindings         `json:"bindings"`
 	Statements int                  `json:"statements"`
 	Transport  *api.ObjectReference `json:"transport,omitempty"`
+	// Migration is a PtahMigration's reading; its pending versions are in
+	// the transport object (Statements counts them).
+	Migration *MigrationReading `json:"migration,omitempty"`
+}
+
+// MigrationReading is a PtahMigration's reading but for its pending
+// versions (engine.MigrationObservation).
+type MigrationReading struct {
+	History     api.HistorySummary `json:"history"`
+	Blocked     bool               `json:"blocked,omitempty"`
+	Reason      string             `json:"reason,omitempty"`
+	Message     string             `json:"message,omitempty"`
+	LockTimeout string             `json:"lockTimeout,omitempty"`
 }
 
 // Encode returns the result's JSON, its message cut so that the whole
@@ -170,6 +210,8 @@ func Exec(ctx context.Context, run ExecRun) (Result, error) {
 		return observe(ctx, run, p, res)
 	case p.task() != TaskApply:
 		return refuse(fmt.Errorf("task %q is not one this ptah runs", p.Task))
+	case p.Migration != nil:
+		return applyMigration(ctx, run, p, res)
 	case p.Schema == nil:
 		return refuse(errors.New("the payload holds no plan this ptah runs"))
 	}

@@ -29,7 +29,7 @@ func LeaseName(coordinationDigest string) string {
 	return "ptah-db-" + d
 }
 
-func (p *schemaPass) leaseHolder(ctx context.Context, digest string) (string, error) {
+func (p *pass) leaseHolder(ctx context.Context, digest string) (string, error) {
 	var l coordinationv1.Lease
 	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.leaseNS, Name: LeaseName(digest)}, &l)
 	if apierrors.IsNotFound(err) {
@@ -41,10 +41,9 @@ func (p *schemaPass) leaseHolder(ctx context.Context, digest string) (string, er
 	return *l.Spec.HolderIdentity, nil
 }
 
-// lock takes the database's Lease for the claim; a Lease another
+// lock takes the database's Lease for the claim op; a Lease another
 // operation holds drops the claim (engine.LeaseHeld).
-func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, bool, error) {
-	op := d.Operation
+func (p *pass) lock(ctx context.Context, op api.Operation) (ctrl.Result, bool, error) {
 	holder := op.ID
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.leaseNS, Name: LeaseName(op.CoordinationDigest),
@@ -58,8 +57,8 @@ func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, 
 			return ctrl.Result{}, true, gerr
 		}
 		if cur != op.ID {
-			st := d.Status
-			engine.LeaseHeld(&st.RunState, fmt.Sprintf("the database's Lease %s is held by operation %s", l.Name, cur))
+			st, rs := p.records.Decided()
+			engine.LeaseHeld(rs, fmt.Sprintf("the database's Lease %s is held by operation %s", l.Name, cur))
 			return ctrl.Result{RequeueAfter: writerPoll}, true, p.write(ctx, st)
 		}
 		err = nil
@@ -68,7 +67,7 @@ func (p *schemaPass) lock(ctx context.Context, d engine.Decision) (ctrl.Result, 
 }
 
 // releaseLease deletes the Lease of digest if operationID holds it.
-func (p *schemaPass) releaseLease(ctx context.Context, digest, operationID string) error {
+func (p *pass) releaseLease(ctx context.Context, digest, operationID string) error {
 	var l coordinationv1.Lease
 	err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.leaseNS, Name: LeaseName(digest)}, &l)
 	if apierrors.IsNotFound(err) {
@@ -90,20 +89,14 @@ func (p *schemaPass) releaseLease(ctx context.Context, digest, operationID strin
 // releaseStrayLeases gives back Leases this resource took for claims its
 // status no longer names (a manager that stopped between dropping an
 // undispatched claim and releasing its Lease): nothing ran under them.
-func (p *schemaPass) releaseStrayLeases(ctx context.Context, st api.PtahSchemaStatus) error {
+func (p *pass) releaseStrayLeases(ctx context.Context, rs runState) error {
 	var leases coordinationv1.LeaseList
 	if err := p.r.Client.List(ctx, &leases, client.InNamespace(p.leaseNS), client.MatchingLabels{LabelResourceUID: p.obj.UID}); err != nil {
 		return err
 	}
 	named := map[string]bool{}
-	if op := st.ActiveOperation; op != nil {
-		named[op.ID] = true
-	}
-	if po := st.PendingObservation; po != nil {
-		named[po.OperationID] = true
-	}
-	if owed := st.OwedRelease; owed != nil {
-		named[owed.OperationID] = true
+	for _, id := range rs.namedOperations() {
+		named[id] = true
 	}
 	for i := range leases.Items {
 		l := &leases.Items[i]

@@ -118,14 +118,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	schemas := &SchemaReconciler{Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
-		Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute),
-		Events: mgr.GetEventRecorder("ptah"), Namespace: cmp.Or(o.Namespace, os.Getenv("POD_NAMESPACE"), "ptah-system")}
-	if err := schemas.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("registering the PtahSchema reconciler: %w", err)
-	}
-	if err := (&MigrationReconciler{Store: kubestore.New(direct)}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("registering the PtahMigration reconciler: %w", err)
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+		r := &Reconciler{Kind: kind, Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
+			Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute),
+			Events: mgr.GetEventRecorder("ptah"), Namespace: cmp.Or(o.Namespace, os.Getenv("POD_NAMESPACE"), "ptah-system")}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("registering the %s reconciler: %w", kind, err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/engine"
+	"github.com/ptah-run/ptah/internal/migrate"
 	"github.com/ptah-run/ptah/internal/postgres"
 	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
@@ -39,6 +40,9 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 		res.Outcome, res.Message = outcome, err.Error()
 		return res, err
 	}
+	if p.MigrationSpec != nil {
+		return observeMigration(ctx, run, p, res)
+	}
 	if p.SchemaSpec == nil || p.SchemaSpec.Source.ConfigMap == nil && p.SchemaSpec.Source.OCI == nil {
 		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahSchema with a ConfigMap or OCI source", ErrRefused))
 	}
@@ -58,13 +62,7 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	s := &api.PtahSchema{Spec: *p.SchemaSpec}
-	if k := s.Spec.Target.CoordinationKey; k != "" {
-		// In a cluster a coordination key is its namespace's, unless a
-		// PtahRealm joins several: a tenant cannot hold up another by
-		// naming the same key (the same database still conflicts wherever
-		// it is claimed, by its identity).
-		s.Spec.Target.CoordinationKey = ScopedKey(cmp.Or(p.CoordinationScope, "namespace/"+p.Namespace), k)
-	}
+	s.Spec.Target = scopedTarget(p, s.Spec.Target)
 	s.Name, s.Namespace = p.Resource, p.Namespace
 	r := &runner.Runner{Target: conn, Version: run.Version}
 	obs, err := r.ObserveSchema(ctx, runner.Resource{Schema: s, TargetURL: run.DatabaseURL, Files: files})
@@ -81,6 +79,105 @@ func observe(ctx context.Context, run ExecRun, p Payload, res Result) (Result, e
 	}
 	res.Outcome = OutcomeSucceeded
 	return res, nil
+}
+
+// scopedTarget is the target as a reading in the cluster sees it: a
+// coordination key is its namespace's, unless a PtahRealm joins several,
+// so that a tenant cannot hold up another by naming the same key (the
+// same database still conflicts wherever it is claimed, by its identity).
+func scopedTarget(p Payload, t api.Target) api.Target {
+	if k := t.CoordinationKey; k != "" {
+		t.CoordinationKey = ScopedKey(cmp.Or(p.CoordinationScope, "namespace/"+p.Namespace), k)
+	}
+	return t
+}
+
+// migrationResource is the PtahMigration of the payload, with its source
+// read from dir (the ConfigMap mounted there): a source that cannot be
+// read is the reading's answer (Blocked, SourceInvalid), and runs nothing.
+func migrationResource(p Payload, url, dir string) runner.Resource {
+	m := &api.PtahMigration{Spec: *p.MigrationSpec}
+	m.Spec.Target = scopedTarget(p, m.Spec.Target)
+	m.Name, m.Namespace = p.Resource, p.Namespace
+	res := runner.Resource{Migration: m, TargetURL: url}
+	if dir == "" {
+		res.SourceErr = errors.New("no source was mounted")
+		return res
+	}
+	res.Source, res.SourceErr = migrate.ReadDir(dir, migrate.Layout(m.Spec.Source.Layout))
+	return res
+}
+
+// observeMigration is a PtahMigration's reading: its history and journal
+// against its source, as local mode's pass reads them. Its pending
+// versions go back in a transport plan object (a sequence can be
+// thousands of files), the rest in the result.
+func observeMigration(ctx context.Context, run ExecRun, p Payload, res Result) (Result, error) {
+	fail := func(outcome string, err error) (Result, error) {
+		res.Outcome, res.Message = outcome, err.Error()
+		return res, err
+	}
+	if p.MigrationSpec.Source.ConfigMap == nil {
+		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahMigration with a ConfigMap source", ErrRefused))
+	}
+	conn, err := postgres.Connect(ctx, run.DatabaseURL)
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var runs api.PtahMigrationStatus
+	if p.Runs != nil {
+		runs = *p.Runs
+	}
+	r := &runner.Runner{Target: conn, Version: run.Version}
+	obs, err := r.ObserveMigration(ctx, migrationResource(p, run.DatabaseURL, run.SourceDir), runs)
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	msg := obs.Message
+	if len(msg) > 1000 {
+		msg = msg[:1000] + "…"
+	}
+	res.Observation = &ObservationResult{Bindings: obs.Bindings, Statements: len(obs.Pending), Migration: &MigrationReading{
+		History: obs.History, Blocked: obs.Blocked, Reason: obs.Reason, Message: msg, LockTimeout: obs.LockTimeout}}
+	if p.task() == TaskObserve && len(obs.Pending) > 0 {
+		spec := api.PtahMigrationPlanSpec{Migration: api.ObjectReference{Name: p.Resource, UID: p.ResourceUID}, Versions: obs.Pending,
+			Baseline: obs.Baseline, LockTimeout: obs.LockTimeout, Bindings: obs.Bindings}
+		spec.Fingerprint = engine.MigrationPlanFingerprint(spec)
+		ref, err := createTransport(ctx, run.Records, p, api.KindPtahMigrationPlan, spec)
+		if err != nil {
+			return fail(OutcomeFailed, err)
+		}
+		res.Observation.Transport = &ref
+	}
+	res.Outcome = OutcomeSucceeded
+	return res, nil
+}
+
+// applyMigration runs a PtahMigration's claimed plan (runner.ExecuteMigration):
+// its files come from the mounted source, each checked against the
+// plan's checksum; nothing runs if one differs.
+func applyMigration(ctx context.Context, run ExecRun, p Payload, res Result) (Result, error) {
+	out, err := runner.ExecuteMigration(ctx, runner.MigrationRunRequest{URL: run.DatabaseURL,
+		Res:  migrationResource(p, run.DatabaseURL, run.SourceDir),
+		Plan: engine.MigrationPlan{Name: p.Plan.Name, UID: p.Plan.UID, Spec: *p.Migration}, OperationID: run.OperationID,
+		CoordinationDigest: p.CoordinationDigest, Deadline: run.Deadline, Approver: p.Approver})
+	switch {
+	case err == nil || out.Result == engine.RunSucceeded:
+		res.Outcome = OutcomeSucceeded
+	case errors.Is(err, postgres.ErrNotStarted):
+		res.Outcome = OutcomeRefused
+	case out.Result == engine.RunFailed:
+		res.Outcome = OutcomeFailed
+	default:
+		res.Outcome = OutcomeUnknown
+	}
+	if err != nil {
+		res.Message = err.Error()
+	}
+	res.Run = &RunReport{Committed: len(out.Versions), Failure: out.Failure, Partial: out.Partial, Writer: out.Writer,
+		MayStillWrite: out.MayStillWrite}
+	return res, err
 }
 
 // sourceFiles reads the declared files mounted from the ConfigMap name,
@@ -134,18 +231,24 @@ func pullFiles(ctx context.Context, ref string, registryConfig []byte) ([]catalo
 // publishTransport stores the reading's plan, as the pass would publish
 // it, in a plan object of its own for the manager to read.
 func publishTransport(ctx context.Context, st store.Store, p Payload, obs engine.Observation) (api.ObjectReference, error) {
-	if st == nil {
-		return api.ObjectReference{}, errors.New("no access to the API to hand the reading's statements back")
-	}
 	spec := engine.NewSchemaPlanSpec(api.ObjectReference{Name: p.Resource, UID: p.ResourceUID}, obs)
+	return createTransport(ctx, st, p, api.KindPtahSchemaPlan, spec)
+}
+
+// createTransport creates the reading's transport object of kind with
+// spec, labeled with the reading.
+func createTransport(ctx context.Context, st store.Store, p Payload, kind string, spec any) (api.ObjectReference, error) {
+	if st == nil {
+		return api.ObjectReference{}, errors.New("no access to the API to hand the reading's plan back")
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return api.ObjectReference{}, err
 	}
-	o, err := st.Create(ctx, store.Object{Kind: api.KindPtahSchemaPlan, Namespace: p.Namespace, Name: TransportName(p.Resource, p.OperationID),
+	o, err := st.Create(ctx, store.Object{Kind: kind, Namespace: p.Namespace, Name: TransportName(p.Resource, p.OperationID),
 		ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelObservation: p.OperationID}, Spec: raw})
 	if err != nil {
-		return api.ObjectReference{}, fmt.Errorf("handing the reading's statements back: %w", err)
+		return api.ObjectReference{}, fmt.Errorf("handing the reading's plan back: %w", err)
 	}
 	return api.ObjectReference{Name: o.Name, UID: o.UID}, nil
 }
@@ -183,4 +286,49 @@ func ReadTransport(ctx context.Context, st store.Store, namespace, resourceUID, 
 		return engine.Observation{}, err
 	}
 	return engine.ObservationOf(plan.Spec), nil
+}
+
+// ReadMigrationTransport is ReadTransport for a PtahMigration's reading:
+// the pending versions come from the transport object, checked as
+// ReadTransport checks a PtahSchema's (label, UID, bindings, count,
+// fingerprint); the rest from the result.
+func ReadMigrationTransport(ctx context.Context, st store.Store, namespace, resourceUID, operationID string,
+	r ObservationResult) (engine.MigrationObservation, error) {
+	if r.Migration == nil {
+		return engine.MigrationObservation{}, fmt.Errorf("reading %s reported no history", operationID)
+	}
+	m := r.Migration
+	obs := engine.MigrationObservation{Bindings: r.Bindings, History: m.History, Blocked: m.Blocked, Reason: m.Reason, Message: m.Message,
+		LockTimeout: m.LockTimeout}
+	if r.Transport == nil {
+		if r.Statements != 0 {
+			return obs, fmt.Errorf("reading %s reported %d pending versions and no object holding them", operationID, r.Statements)
+		}
+		return obs, nil
+	}
+	o, err := st.Get(ctx, api.KindPtahMigrationPlan, namespace, r.Transport.Name)
+	if err != nil {
+		return obs, fmt.Errorf("reading the pending versions of reading %s: %w", operationID, err)
+	}
+	plan := engine.MigrationPlan{Name: o.Name, UID: o.UID}
+	if err := json.Unmarshal(o.Spec, &plan.Spec); err != nil {
+		return obs, fmt.Errorf("decoding %s: %w", o.Name, err)
+	}
+	switch {
+	case o.UID != r.Transport.UID || o.Labels[LabelObservation] != operationID:
+		return obs, fmt.Errorf("%s is not the object reading %s created", o.Name, operationID)
+	case plan.Spec.Migration.UID != resourceUID:
+		return obs, fmt.Errorf("%s holds a plan of another resource (uid %s)", o.Name, plan.Spec.Migration.UID)
+	case plan.Spec.Bindings != r.Bindings:
+		return obs, fmt.Errorf("%s carries other bindings than reading %s reported", o.Name, operationID)
+	case len(plan.Spec.Versions) != r.Statements:
+		return obs, fmt.Errorf("%s holds %d versions, reading %s reported %d", o.Name, len(plan.Spec.Versions), operationID, r.Statements)
+	case plan.Spec.LockTimeout != m.LockTimeout:
+		return obs, fmt.Errorf("%s carries another lock timeout than reading %s reported", o.Name, operationID)
+	}
+	if err := engine.VerifyMigrationPlan(plan); err != nil {
+		return obs, err
+	}
+	obs.Pending, obs.Baseline = plan.Spec.Versions, plan.Spec.Baseline
+	return obs, nil
 }

@@ -26,8 +26,8 @@ import (
 
 // applyRunning: the dispatched apply's Pod may still write and its
 // deadline has not passed: nothing is decided until it ends.
-func (p *schemaPass) applyRunning(ctx context.Context, st api.PtahSchemaStatus) (bool, error) {
-	op := st.ActiveOperation
+func (p *pass) applyRunning(ctx context.Context, rs runState) (bool, error) {
+	op := rs.ActiveOperation
 	if op == nil || op.DispatchedAt == nil || p.r.Now().After(op.Deadline.Add(deadlineGrace)) {
 		return false, nil
 	}
@@ -38,19 +38,26 @@ func (p *schemaPass) applyRunning(ctx context.Context, st api.PtahSchemaStatus) 
 // the status names: its Pod may still write while it exists and has not
 // ended (restartPolicy Never: an ended Pod never runs again) and the
 // run's deadline has not passed. A missing Job proves nothing: a Job
-// deleted without propagation leaves its Pod running.
-func (p *schemaPass) liveWriters(ctx context.Context, st api.PtahSchemaStatus, now time.Time) (map[string]bool, error) {
+// deleted without propagation leaves its Pod running. A run that reported
+// its database session may still be writing (an unresolved run owed no
+// release) may, whatever its Pod, until its deadline.
+func (p *pass) liveWriters(ctx context.Context, rs runState, now time.Time) (map[string]bool, error) {
 	deadlines := map[string]time.Time{}
-	if op := st.ActiveOperation; op != nil && op.DispatchedAt != nil {
+	if op := rs.ActiveOperation; op != nil && op.DispatchedAt != nil {
 		deadlines[op.ID] = op.Deadline.Time
 	}
-	if po := st.PendingObservation; po != nil {
-		deadlines[po.OperationID] = time.Time{}
+	if rs.uncertainID != "" {
+		deadlines[rs.uncertainID] = time.Time{}
 	}
-	if owed := st.OwedRelease; owed != nil {
+	if owed := rs.OwedRelease; owed != nil {
 		deadlines[owed.OperationID] = time.Time{}
 	}
 	live := map[string]bool{}
+	if u := rs.unresolved; u != nil && u.ReportedBy == api.ReportedByRun && rs.OwedRelease == nil &&
+		!now.After(u.Deadline.Add(deadlineGrace)) {
+		live[u.OperationID] = true
+		delete(deadlines, u.OperationID)
+	}
 	for id, deadline := range deadlines {
 		if !deadline.IsZero() && now.After(deadline.Add(deadlineGrace)) {
 			continue
@@ -67,7 +74,7 @@ func (p *schemaPass) liveWriters(ctx context.Context, st api.PtahSchemaStatus, n
 // mayStillWrite: a Pod of the operation has not ended, or its Job has
 // not finished (its Pod may not exist yet). Once the Job is gone or
 // finished, only a Pod that has not ended can write.
-func (p *schemaPass) mayStillWrite(ctx context.Context, id string) (bool, error) {
+func (p *pass) mayStillWrite(ctx context.Context, id string) (bool, error) {
 	pods, err := p.pods(ctx, id)
 	if err != nil {
 		return false, err
@@ -100,7 +107,7 @@ func jobFinished(job *batchv1.Job) bool {
 
 // pods are the Pods of one operation's Job, found by the label the Job's
 // template gives them, which outlives the Job.
-func (p *schemaPass) pods(ctx context.Context, operationID string) ([]corev1.Pod, error) {
+func (p *pass) pods(ctx context.Context, operationID string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := p.r.Client.List(ctx, &pods, client.InNamespace(p.obj.Namespace), client.MatchingLabels{LabelOperation: operationID}); err != nil {
 		return nil, fmt.Errorf("listing the Pods of operation %s: %w", operationID, err)
@@ -126,18 +133,18 @@ func splitPayload(p Payload) (PlanParts, error) {
 	return SplitPlan(raw)
 }
 
-func (p *schemaPass) request(id, task string, now, deadline time.Time, parts PlanParts) ExecRequest {
-	ref := p.s.Spec.Target.URLFrom.SecretKeyRef
-	req := ExecRequest{Namespace: p.obj.Namespace, ResourceKind: api.KindPtahSchema, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
+func (p *pass) request(id, task string, now, deadline time.Time, parts PlanParts) ExecRequest {
+	ref := p.spec.Target.URLFrom.SecretKeyRef
+	req := ExecRequest{Namespace: p.obj.Namespace, ResourceKind: p.r.Kind, ResourceName: p.obj.Name, ResourceUID: p.obj.UID,
 		OperationID: id, Image: p.r.Image, URLSecret: ref.Name, URLKey: ref.Key, Deadline: deadline, Now: now, Plan: parts, Task: task}
-	if task == TaskApply {
+	if task == TaskApply && !p.fam.readsSourceToApply() {
 		return req // it runs the claimed plan, never the source
 	}
-	switch src := p.s.Spec.Source; {
-	case src.ConfigMap != nil:
-		req.Source = src.ConfigMap.Name
-	case src.OCI != nil:
-		req.RegistrySecret = src.OCI.PullSecret
+	switch {
+	case p.spec.ConfigMap != nil:
+		req.Source = p.spec.ConfigMap.Name
+	case p.spec.OCI != nil:
+		req.RegistrySecret = p.spec.OCI.PullSecret
 	}
 	return req
 }
@@ -145,7 +152,7 @@ func (p *schemaPass) request(id, task string, now, deadline time.Time, parts Pla
 // startJob creates the request's plan parts and its Job. Both are named
 // from the resource and the operation: a manager that restarts midway
 // finds what it created instead of creating it again.
-func (p *schemaPass) startJob(ctx context.Context, req ExecRequest) error {
+func (p *pass) startJob(ctx context.Context, req ExecRequest) error {
 	for _, cm := range PlanConfigMaps(req) {
 		if err := p.r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the plan parts of operation %s: %w", req.OperationID, err)
@@ -161,7 +168,7 @@ func (p *schemaPass) startJob(ctx context.Context, req ExecRequest) error {
 // Pod of it has ended; res is nil when an ended Pod left no result bound
 // to id and digest (a result naming another operation or plan is not
 // believed).
-func (p *schemaPass) jobResult(ctx context.Context, id, digest string) (res *Result, ended bool, err error) {
+func (p *pass) jobResult(ctx context.Context, id, digest string) (res *Result, ended bool, err error) {
 	pods, err := p.pods(ctx, id)
 	if err != nil {
 		return nil, false, err
@@ -194,7 +201,7 @@ func (p *schemaPass) jobResult(ctx context.Context, id, digest string) (res *Res
 
 // removeJob deletes an operation's Job, Pods and plan parts once its
 // result is recorded, and a reading's transport object.
-func (p *schemaPass) removeJob(ctx context.Context, id string) {
+func (p *pass) removeJob(ctx context.Context, id string) {
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
@@ -208,29 +215,41 @@ func (p *schemaPass) removeJob(ctx context.Context, id string) {
 	}
 	// By name, whatever the result said: a reading whose result was not
 	// believed may have created it all the same.
-	_ = p.r.Store.Delete(ctx, api.KindPtahSchemaPlan, ns, TransportName(p.obj.Name, id), "")
+	_ = p.r.Store.Delete(ctx, p.fam.planKind(), ns, TransportName(p.obj.Name, id), "")
 }
 
 // dispatch writes the dispatch marker, then creates the apply's Job: a
 // run is dispatched once, since a marked claim is never dispatched again
 // (a manager that stops between the two leaves a claim whose Pod never
-// existed, which the next pass settles by observing).
-func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d engine.Decision) (ctrl.Result, bool, error) {
-	op := *d.Operation
-	parts, err := splitPayload(p.applyPayload(op, in.CurrentPlan))
+// existed, which the next pass settles: by observing, or by a person). A
+// family whose approval authorizes one run (PtahMigration) spends it
+// first: a manager that stops between the two leaves a claim its approval
+// no longer authorizes, which the next pass drops, and never a run its
+// approval could authorize again.
+func (p *pass) dispatch(ctx context.Context, in engine.PassInput, op api.Operation) (ctrl.Result, bool, error) {
+	payload, err := p.applyPayload(op)
 	if err != nil {
 		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
 	}
+	parts, err := splitPayload(payload)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
 	// Deleting the resource waits for the run from here on.
 	if err := p.holdDeletion(ctx); err != nil {
-		return ctrl.Result{}, true, err // nothing was marked: the claim stays, undispatched
+		return ctrl.Result{}, true, err
+	}
+	if a := p.records.SpentAtDispatch(op); a != nil {
+		if err := p.records.Spend(ctx, *a, op.ID, in.Now); err != nil {
+			return ctrl.Result{}, true, err
+		}
 	}
 	now := p.r.Now()
 	marked := op
 	marked.DispatchedAt = &api.Time{Time: now}
-	st := d.Status
-	st.ActiveOperation = &marked
-	st.Message = fmt.Sprintf("operation %s runs plan %s in Job %s (deadline %s)", op.ID, op.Plan.Name, JobName(p.obj.UID, op.ID),
+	st, rs := p.records.Decided()
+	rs.ActiveOperation = &marked
+	rs.Message = fmt.Sprintf("operation %s runs plan %s in Job %s (deadline %s)", op.ID, op.Plan.Name, JobName(p.obj.UID, op.ID),
 		op.Deadline.UTC().Format(time.RFC3339))
 	if err := p.write(ctx, st); err != nil {
 		return ctrl.Result{}, true, err
@@ -242,22 +261,33 @@ func (p *schemaPass) dispatch(ctx context.Context, in engine.SchemaPassInput, d 
 	return ctrl.Result{}, true, nil
 }
 
-func (p *schemaPass) applyPayload(op api.Operation, plan *engine.Plan) Payload {
-	return Payload{OperationID: op.ID, Task: TaskApply, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
-		CoordinationDigest: op.CoordinationDigest, Plan: api.ObjectReference{Name: plan.Name, UID: plan.UID}, Schema: &plan.Spec}
+// applyPayload is what the apply of op is sent: the claimed plan, as the
+// status read names it.
+func (p *pass) applyPayload(op api.Operation) (Payload, error) {
+	ref, spec, ok := p.records.CurrentPlan()
+	if !ok || ref.UID != op.Plan.UID {
+		return Payload{}, fmt.Errorf("operation %s claims plan %s, which is not the current plan", op.ID, op.Plan.Name)
+	}
+	payload := Payload{OperationID: op.ID, Task: TaskApply, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
+		CoordinationDigest: op.CoordinationDigest}
+	return payload, p.fam.apply(&payload, p.res, ref, spec, p.records.Approver(op))
 }
 
 // account records how a dispatched run ended once its Pod reported a
 // result bound to the operation and its plan's digest: the claim becomes
 // the record, and the lease's release is owed, in one status write.
 // Without such a result the pass decides (the Pod-level answer, then an
-// observation).
-func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bool, error) {
-	op := in.Status.ActiveOperation
-	if op == nil || op.DispatchedAt == nil || in.CurrentPlan == nil || in.CurrentPlan.UID != op.Plan.UID {
+// observation, or a person).
+func (p *pass) account(ctx context.Context, rs runState) (bool, error) {
+	op := rs.ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
 		return false, nil
 	}
-	parts, err := splitPayload(p.applyPayload(*op, in.CurrentPlan))
+	payload, err := p.applyPayload(*op)
+	if err != nil {
+		return false, nil // the plan is gone: the pass settles the run
+	}
+	parts, err := splitPayload(payload)
 	if err != nil {
 		return false, err
 	}
@@ -265,24 +295,27 @@ func (p *schemaPass) account(ctx context.Context, in engine.SchemaPassInput) (bo
 	if err != nil || !ended || res == nil {
 		return false, err
 	}
-	result := engine.RunUncertain
-	switch res.Outcome {
-	case OutcomeSucceeded:
-		result = engine.RunSucceeded
-	case OutcomeFailed, OutcomeRefused:
-		result = engine.RunFailed // rolled back, or never started
+	var planned []api.MigrationVersion
+	if payload.Migration != nil {
+		planned = payload.Migration.Versions
 	}
+	run := runOf(res, planned)
 	outcome := res.Outcome
-	if result == engine.RunUncertain {
+	if run.Result == engine.RunUncertain {
 		outcome = OutcomeUnknown
 	}
-	appliesTotal.WithLabelValues(api.KindPtahSchema, outcome).Inc()
-	st := engine.Account(in.Status, *op, result, res.Message, p.r.Now())
-	st.Conditions = engine.SetReady(st.Conditions, st.RunState, p.obj.Generation, p.r.Now())
+	appliesTotal.WithLabelValues(p.r.Kind, outcome).Inc()
+	identity := ""
+	if t := rs.Target; t != nil {
+		identity = t.TargetIdentityDigest
+	}
+	now := p.r.Now()
+	st, state := p.records.Account(*op, run, identity, now)
+	state.Conditions = engine.SetReady(state.Conditions, *state, p.obj.Generation, now)
 	if err := p.write(ctx, st); err != nil {
 		return false, err
 	}
-	p.observation, p.rederived = nil, ""
+	p.forget()
 	p.removeJob(ctx, op.ID)
 	return true, nil
 }

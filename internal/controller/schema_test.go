@@ -53,6 +53,8 @@ type cluster struct {
 	// stall, when set and it returns true, leaves a Job's Pod running.
 	stall   func(job *batchv1.Job) bool
 	kubelet *kubetest.Kubelet
+	// aliceBound: alice may approve in the namespace.
+	aliceBound bool
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -120,7 +122,10 @@ func (c *cluster) managerConfig() *rest.Config {
 // approve approves the plan as alice, with ptah approve --cluster.
 func (c *cluster) approve(plan *api.PlanReference) {
 	c.t.Helper()
-	c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+	if !c.aliceBound {
+		c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+		c.aliceBound = true
+	}
 	var out, errs bytes.Buffer
 	if code := cli.Run(context.Background(), []string{"approve", plan.UID, "--fingerprint", plan.Fingerprint, "--cluster",
 		"--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns}, &out, &errs); code != 0 {
@@ -814,41 +819,6 @@ func (c *cluster) plan(name string) api.PtahSchemaPlan {
 		c.t.Fatal(err)
 	}
 	return p
-}
-
-// TestAPtahMigrationIsRefusedByNameInCluster: ptah serve does not run
-// PtahMigrations yet, and says so in the resource's status instead of
-// leaving it without a word; nothing is read or run.
-func TestAPtahMigrationIsRefusedByNameInCluster(t *testing.T) {
-	c := newCluster(t)
-	m := &api.PtahMigration{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: c.ns}, Spec: api.PtahMigrationSpec{
-		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
-		Source: api.MigrationSource{ConfigMap: &api.ConfigMapSource{Name: "ledger-migrations"}},
-	}}
-	if err := c.e.Client.Create(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	c.serve()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := c.e.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m); err != nil {
-			t.Fatal(err)
-		}
-		if m.Status.Reason == api.ReasonNotServed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the PtahMigration's status: %+v", m.Status.RunState)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if m.Status.Phase != api.PhaseBlocked || !strings.Contains(m.Status.Message, "does not run PtahMigrations") {
-		t.Errorf("status %s/%s: %s", m.Status.Phase, m.Status.Reason, m.Status.Message)
-	}
-	var jobs batchv1.JobList
-	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns)); err != nil || len(jobs.Items) != 0 {
-		t.Errorf("%d Jobs for a PtahMigration, want none: %v", len(jobs.Items), err)
-	}
 }
 
 // TestDeletingAPtahSchemaWaitsForItsRunInCluster: a PtahSchema deleted

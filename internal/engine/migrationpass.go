@@ -431,3 +431,33 @@ func VerifyMigrationPlan(p MigrationPlan) error {
 	}
 	return nil
 }
+
+// RestoreUnresolvedRun puts back into a PtahMigration's status the
+// unresolved run kept outside it (ptah serve keeps it in an annotation,
+// written before the status records the run), when the status lost it: a
+// status restored from a backup that drops status, or written over. A
+// person's settling is the one thing that clears an unresolved run, so it
+// is restored unless the status records it, or records that a person
+// resolved that very run. It reports whether the status changed.
+func RestoreUnresolvedRun(st api.PtahMigrationStatus, kept *api.UnresolvedRun, name string) (api.PtahMigrationStatus, bool) {
+	switch {
+	case kept == nil,
+		st.UnresolvedRun != nil && st.UnresolvedRun.OperationID == kept.OperationID,
+		st.ResolvedRun != nil && st.ResolvedRun.OperationID == kept.OperationID:
+		return st, false
+	case st.UnresolvedRun != nil:
+		// Another run is unresolved: the status's own record stands, and
+		// the kept one is for after it (the pass blocks on either alike).
+		return st, false
+	}
+	u := *kept
+	st.UnresolvedRun = &u
+	if op := st.ActiveOperation; op != nil && op.ID == u.OperationID {
+		st.ActiveOperation = nil
+	}
+	st.Plan = nil
+	setPhase(&st.RunState, api.PhaseBlocked, api.ReasonUnresolvedRun, fmt.Sprintf(
+		"run %s may have applied part of its plan; the status had lost its record of it, which was restored from where ptah keeps it: "+
+			"ptah resolve-run %s shows the evidence", u.OperationID, name))
+	return st, true
+}

@@ -224,6 +224,9 @@ func (k *Kubelet) End(ctx context.Context, jobName string, code int, message str
 	if err := k.Env.Client.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: jobName + "-pod"}, &pod); err != nil {
 		return err
 	}
+	if pod.Status.StartTime == nil {
+		return fmt.Errorf("the Pod of Job %s has not started yet", jobName)
+	}
 	return k.finish(ctx, &job, &pod, code, message)
 }
 

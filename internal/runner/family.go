@@ -45,6 +45,9 @@ type shell interface {
 	// account records how the run of op ended in the status; failed
 	// reports a run that certainly did not complete.
 	account(ctx context.Context, p *pass, base engine.PassInput, op api.Operation, plan *postgres.Plan, runErr error, now time.Time) (failed bool)
+	// record makes the claim of op the record of run, in the status
+	// decided from the status read: the write after a run.
+	record(op api.Operation, run engine.MigrationRun, targetIdentity string, now time.Time)
 	// plansToPrune are those of uids the status decided needs no more
 	// (engine.PlansToPrune).
 	plansToPrune(uids []string) []string
@@ -236,6 +239,10 @@ func (s *schemaShell) account(ctx context.Context, p *pass, base engine.PassInpu
 	return result == engine.RunFailed
 }
 
+func (s *schemaShell) record(op api.Operation, run engine.MigrationRun, _ string, now time.Time) {
+	s.out = engine.Account(s.in.Status, op, run.Result, run.Message, now)
+}
+
 func (s *schemaShell) plansToPrune(uids []string) []string { return engine.PlansToPrune(s.out, uids) }
 
 func (s *schemaShell) result(ctx context.Context, p *pass, self store.Object) Result {
@@ -286,6 +293,28 @@ func (m *migrationShell) read(ctx context.Context, p *pass, self store.Object) e
 		}
 		m.in.Acknowledgments = append(m.in.Acknowledgments, a)
 	}
+	// Without a database (ptah serve's manager), its reader supplies the
+	// journal and the lease (Records.Read's facts).
+	if p.Target != nil {
+		if err := m.readDatabase(ctx, p); err != nil {
+			return err
+		}
+	}
+	o, err := p.currentPlan(ctx, m.in.Status.Plan)
+	if err != nil || o == nil {
+		return err
+	}
+	plan, err := decodeMigrationPlan(*o)
+	if err != nil {
+		return err
+	}
+	m.in.CurrentPlan = &plan
+	return nil
+}
+
+// readDatabase reads what the journal says of the dispatched claim's run,
+// and whether an unresolved run's lease is still held.
+func (m *migrationShell) readDatabase(ctx context.Context, p *pass) error {
 	if op := m.in.Status.ActiveOperation; op != nil && op.DispatchedAt != nil {
 		if err := m.readJournal(ctx, p, op); err != nil {
 			return err
@@ -300,15 +329,6 @@ func (m *migrationShell) read(ctx context.Context, p *pass, self store.Object) e
 			m.in.LeaseHeld = map[string]bool{lease.Holder: true}
 		}
 	}
-	o, err := p.currentPlan(ctx, m.in.Status.Plan)
-	if err != nil || o == nil {
-		return err
-	}
-	plan, err := decodeMigrationPlan(*o)
-	if err != nil {
-		return err
-	}
-	m.in.CurrentPlan = &plan
 	return nil
 }
 
@@ -467,6 +487,10 @@ func (m *migrationShell) account(ctx context.Context, p *pass, base engine.PassI
 		m.out.History = &obs.History
 	}
 	return mr.Result == engine.RunFailed
+}
+
+func (m *migrationShell) record(op api.Operation, run engine.MigrationRun, targetIdentity string, now time.Time) {
+	m.out = engine.AccountMigration(m.in.Status, op, run, targetIdentity, now)
 }
 
 func (m *migrationShell) plansToPrune(uids []string) []string {

@@ -41,9 +41,6 @@ const (
 	// ReasonInvalidSpec: ptah serve cannot act on the spec as written
 	// (the message names the field): nothing was read or run.
 	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonNotServed: this ptah serve does not run the resource's kind
-	// (PtahMigration, so far): nothing was read or run.
-	ReasonNotServed = "NotServed"
 	// ReasonSuspended: spec.suspend is true; ptah serve starts nothing
 	// for the resource (the phase is where it was).
 	ReasonSuspended = "Suspended"
