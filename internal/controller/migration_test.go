@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ptah-run/ptah/internal/cli"
 	"github.com/ptah-run/ptah/internal/controller"
 	"github.com/ptah-run/ptah/internal/kubetest"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -305,7 +307,7 @@ func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
 		"0001_accounts.sql": ledgerFiles["0001_accounts.sql"],
 		"0002_slow.sql":     "SELECT pg_sleep(3);\nCREATE TABLE public.ledger_slow (id bigint);\n",
 	}
-	m := c.declareMigration(files)
+	c.declareMigration(files)
 	run := runPtah(t)
 	var killedMu sync.Mutex
 	var killedID string
@@ -350,10 +352,22 @@ func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
 		t.Errorf("the killed operation ran %d times, want once", n)
 	}
 
-	c.acknowledge(m, killed(), "0001 is in the history; 0002 rolled back with the session")
+	// The on-call engineer reads the evidence and settles the run, with
+	// ptah resolve-run --cluster: the record from the cluster, the journal
+	// and the history from the database.
+	out := c.resolveRun(0, "ledger")
+	for _, want := range []string{killed(), "0001", "0002"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ptah resolve-run shows no %q:\n%s", want, out)
+		}
+	}
+	c.resolveRun(0, "ledger", "--operation", killed(), "--reason", "0001 is in the history; 0002 rolled back with the session")
 	st = c.waitForMigration("a plan of what remains", func(s api.PtahMigrationStatus) bool {
 		return s.UnresolvedRun == nil && s.Phase == api.PhaseAwaitingApproval && s.Plan != nil
 	})
+	if r := st.ResolvedRun; r == nil || r.OperationID != killed() || r.By != "alice" {
+		t.Errorf("resolved run %+v, want the killed operation, by alice", st.ResolvedRun)
+	}
 	var plan api.PtahMigrationPlan
 	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
 		t.Fatal(err)
@@ -542,4 +556,23 @@ func TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster(t *testing.T) {
 	if h := c.history(); len(h) != 0 {
 		t.Errorf("history %v: something ran", h)
 	}
+}
+
+// resolveRun runs ptah resolve-run --cluster as alice, who may not read
+// the database's Secret (its URL comes from the environment), and checks
+// its exit code; it returns its output.
+func (c *cluster) resolveRun(code int, args ...string) string {
+	c.t.Helper()
+	if !c.aliceBound {
+		c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
+		c.aliceBound = true
+	}
+	c.t.Setenv("LEDGER_URL", c.url)
+	var out, errs bytes.Buffer
+	args = append([]string{"resolve-run"}, args...)
+	args = append(args, "--cluster", "--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns, "--database-url-env", "LEDGER_URL")
+	if got := cli.Run(context.Background(), args, &out, &errs); got != code {
+		c.t.Fatalf("ptah %s: exit %d, want %d: %s%s", strings.Join(args, " "), got, code, out.String(), errs.String())
+	}
+	return out.String()
 }
