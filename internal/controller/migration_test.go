@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -575,4 +576,45 @@ func (c *cluster) resolveRun(code int, args ...string) string {
 		c.t.Fatalf("ptah %s: exit %d, want %d: %s%s", strings.Join(args, " "), got, code, out.String(), errs.String())
 	}
 	return out.String()
+}
+
+// TestAFailedReadingIsTheResourcesReasonWithoutItsCredentialsInCluster:
+// a database the reading cannot reach is the resource's Blocked
+// (ReadingFailed), saying why, and nothing else starts; the URL's
+// password appears nowhere in the status or the Events.
+func TestAFailedReadingIsTheResourcesReasonWithoutItsCredentialsInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-db", Namespace: c.ns},
+		Data: map[string][]byte{"url": []byte("postgres://ledger:hunter2-secret@127.0.0.1:1/ledger?connect_timeout=2")}}
+	if err := c.e.Client.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	m := c.declareMigration(ledgerFiles)
+	m.Spec.Target.URLFrom.SecretKeyRef.Name = "bad-db"
+	if err := c.e.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	c.serve()
+	st := c.waitForMigration("ReadingFailed", func(s api.PtahMigrationStatus) bool { return s.Reason == api.ReasonReadingFailed })
+	if st.Phase != api.PhaseBlocked || !strings.Contains(st.Message, "reading the database") || st.Plan != nil || st.ActiveOperation != nil {
+		t.Errorf("status %s/%s: %s (plan %+v)", st.Phase, st.Reason, st.Message, st.Plan)
+	}
+	var events eventsv1.EventList
+	if err := c.e.Client.List(ctx, &events, client.InNamespace(c.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range append([]string{st.Message}, eventNotes(events)...) {
+		if strings.Contains(text, "hunter2") {
+			t.Errorf("the password is shown: %q", text)
+		}
+	}
+}
+
+func eventNotes(events eventsv1.EventList) []string {
+	var out []string
+	for _, ev := range events.Items {
+		out = append(out, ev.Note)
+	}
+	return out
 }

@@ -365,17 +365,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 			continue
 		}
 		rs := p.runState()
-		if p.spec.Schedule.Suspend && rs.idle() {
-			// Nothing of it is under way: nothing new starts, and the
-			// status says so. A change of spec wakes it.
-			st := p.records.Amend(func(s *api.RunState) {
-				s.Reason, s.Message = api.ReasonSuspended, "spec.suspend is true: ptah serve starts nothing for this resource"
-				s.ObservedGeneration = p.obj.Generation
-			})
-			return ctrl.Result{}, p.write(ctx, st)
-		}
-		if why := p.servable(); why != "" && rs.idle() {
-			st := p.records.Amend(func(s *api.RunState) { s.Phase, s.Reason, s.Message = api.PhaseBlocked, api.ReasonInvalidSpec, why })
+		// Suspended, or a spec it cannot serve: nothing new starts, and the
+		// status says so. A change of spec wakes it.
+		if st, held := p.held(engine.Hold{Suspended: p.spec.Schedule.Suspend, Unservable: p.servable()}, rs); held {
 			return ctrl.Result{}, p.write(ctx, st)
 		}
 		accounted, err := p.account(ctx, rs)
@@ -672,20 +664,25 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 
 // readingFailed records why a reading failed (a database that cannot be
 // reached, declared files that do not load) in the status of a resource
-// with nothing under way, and looks again after a while: the error is the
-// resource's, and its owner reads it there. Under a claim the status is
-// left as it is (the claim's deadline bounds it) and the reading retried.
+// with nothing under way (engine.Held), and looks again after a while:
+// the error is the resource's, and its owner reads it there. Under a
+// claim the status is left as it is (the claim's deadline bounds it) and
+// the reading retried.
 func (p *pass) readingFailed(ctx context.Context, rs runState, id, why string) (ctrl.Result, bool, error) {
 	log.FromContext(ctx).Info("reading failed", "reading", id, "why", why)
-	if !rs.idle() {
+	st, held := p.held(engine.Hold{ReadingFailed: why}, rs)
+	if !held {
 		return ctrl.Result{RequeueAfter: censusCadence}, true, nil
 	}
-	st := p.records.Amend(func(s *api.RunState) {
-		s.Phase, s.Reason, s.Message = api.PhaseBlocked, api.ReasonReadingFailed, "reading the database and the declared files failed: "+why
-		s.ObservedGeneration = p.obj.Generation
-		s.Conditions = engine.SetReady(s.Conditions, *s, p.obj.Generation, p.r.Now())
-	})
 	return ctrl.Result{RequeueAfter: censusCadence}, true, p.write(ctx, st)
+}
+
+// held is the status read under hold h (engine.Held), and whether h holds.
+func (p *pass) held(h engine.Hold, rs runState) (any, bool) {
+	h.Uncertain = rs.uncertainID != ""
+	held := false
+	st := p.records.Amend(func(s *api.RunState) { *s, held = engine.Held(*s, h, p.obj.Generation, p.r.Now()) })
+	return st, held
 }
 
 // readingUnderWay names the reading of task whose Job exists for this
