@@ -137,6 +137,10 @@ func TestServeRunsAPtahMigrationThroughJobsInCluster(t *testing.T) {
 	if c.tableExists("public.ledger_accounts") {
 		t.Fatal("a version ran before anyone approved the plan")
 	}
+	// What a person reviews: ptah plan --cluster shows the published plan.
+	if out := c.ptah(0, "plan", "ledger", "-o", "json"); !strings.Contains(out, st.Plan.UID) || !strings.Contains(out, "0002") {
+		t.Errorf("ptah plan --cluster does not show plan %s and its versions:\n%s", st.Plan.UID, out)
+	}
 
 	c.approve(st.Plan)
 
@@ -564,14 +568,20 @@ func TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster(t *testing.T) {
 // its exit code; it returns its output.
 func (c *cluster) resolveRun(code int, args ...string) string {
 	c.t.Helper()
+	c.t.Setenv("LEDGER_URL", c.url)
+	return c.ptah(code, append(append([]string{"resolve-run"}, args...), "--database-url-env", "LEDGER_URL")...)
+}
+
+// ptah runs ptah with args as alice against the test's namespace
+// (--cluster), and checks its exit code; it returns its output.
+func (c *cluster) ptah(code int, args ...string) string {
+	c.t.Helper()
 	if !c.aliceBound {
 		c.e.Bind(c.t, c.ns, "alice", "ptah-approver", "ptah-viewer")
 		c.aliceBound = true
 	}
-	c.t.Setenv("LEDGER_URL", c.url)
 	var out, errs bytes.Buffer
-	args = append([]string{"resolve-run"}, args...)
-	args = append(args, "--cluster", "--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns, "--database-url-env", "LEDGER_URL")
+	args = append(args, "--cluster", "--kubeconfig", c.e.Kubeconfig(c.t, "alice"), "-n", c.ns)
 	if got := cli.Run(context.Background(), args, &out, &errs); got != code {
 		c.t.Fatalf("ptah %s: exit %d, want %d: %s%s", strings.Join(args, " "), got, code, out.String(), errs.String())
 	}
