@@ -3,8 +3,11 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	"github.com/ptah-run/ptah/internal/cli"
 	"github.com/ptah-run/ptah/internal/controller"
 	"github.com/ptah-run/ptah/internal/kubetest"
+	"github.com/ptah-run/ptah/internal/postgres"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -187,14 +191,17 @@ func (c *cluster) noneLeft() {
 	}
 }
 
-// TestAMigrationPodKilledMidRunIsLeftForAPersonInCluster: the apply's Pod
-// is killed (exit 137, no result) while it may have run part of the
-// files. The manager never runs them again by itself and never creates
-// the Job again: it records an unresolved run, by dispatch, with the Lease
-// kept until the Pod has ended, and blocks. A person's acknowledgment of
-// that exact operation settles it; the history is read again and what
-// remains is planned anew, for a new approval (the first was spent).
-func TestAMigrationPodKilledMidRunIsLeftForAPersonInCluster(t *testing.T) {
+// TestUncertainMigrationApplyKeepsTheDatabaseWhileItsPodMayRunInCluster:
+// the apply's Pod runs on after its Job is deleted without propagation (an
+// orphan): the database's Lease stays held and nothing is decided while
+// it may still write. Then it is killed (exit 137, no result) while it may
+// have run part of the files. The manager never runs them again by itself
+// and never creates the Job again: it records an unresolved run, by
+// dispatch, releases the Lease now that the Pod has ended, and blocks. A
+// person's acknowledgment of that exact operation settles it; the history
+// is read again and what remains is planned anew, for a new approval (the
+// first was spent).
+func TestUncertainMigrationApplyKeepsTheDatabaseWhileItsPodMayRunInCluster(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	m := c.declareMigration(ledgerFiles)
@@ -208,10 +215,23 @@ func TestAMigrationPodKilledMidRunIsLeftForAPersonInCluster(t *testing.T) {
 		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
 	})
 	op := st.ActiveOperation
-	c.mu.Lock()
-	c.stall = nil
-	c.mu.Unlock()
-	c.end(controller.JobName(string(m.UID), op.ID), 137)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: controller.JobName(string(m.UID), op.ID)}}
+	c.waitForPod(job.Name)
+	if err := c.e.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	c.orphaned(job)
+	time.Sleep(6 * time.Second) // a poll of the manager's
+	st = c.waitForMigration("the dispatch", func(api.PtahMigrationStatus) bool { return true })
+	if st.ActiveOperation == nil || st.ActiveOperation.ID != op.ID || st.UnresolvedRun != nil {
+		t.Fatalf("with its Pod running, the run was settled: active %+v, unresolved %+v", st.ActiveOperation, st.UnresolvedRun)
+	}
+	var lease coordinationv1.Lease
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: controller.LeaseName(op.CoordinationDigest)}, &lease); err != nil ||
+		lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != op.ID {
+		t.Fatalf("the Lease while the orphaned Pod runs: %+v, %v; want it held by %s", lease.Spec, err, op.ID)
+	}
+	c.endOrphan(job.Name, 137)
 
 	st = c.waitForMigration("the unresolved run", func(s api.PtahMigrationStatus) bool { return s.UnresolvedRun != nil })
 	u := st.UnresolvedRun
@@ -388,13 +408,13 @@ func TestAMigrationPodKilledPartWayIsResolvedByAPersonInCluster(t *testing.T) {
 	c.noneLeft()
 }
 
-// TestAMissingDispatchedMigrationJobIsNeverCreatedInCluster: the manager
+// TestMigrationApplyIsNeverRecreatedOnceDispatchedInCluster: the manager
 // stops dead once the dispatch marker is durable (the approval spent
 // before it) and before the apply Job exists. The next manager never
 // creates that Job: the run may have happened as far as the record says,
 // and a migration's files cannot be run again in part, so it is an
 // unresolved run, reported by dispatch, for a person; nothing runs.
-func TestAMissingDispatchedMigrationJobIsNeverCreatedInCluster(t *testing.T) {
+func TestMigrationApplyIsNeverRecreatedOnceDispatchedInCluster(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	m := c.declareMigration(ledgerFiles)
@@ -433,11 +453,11 @@ func TestAMissingDispatchedMigrationJobIsNeverCreatedInCluster(t *testing.T) {
 	}
 }
 
-// TestAMigrationApprovalOfAReplacedPlanAuthorizesNothingInCluster: the
+// TestMigrationApplyClaimsTheApprovedPlanInCluster: the
 // plan object an approval names is replaced by one of the same name and
 // content (a new UID): the approval, bound to the old UID, authorizes
 // nothing and goes stale; only an approval of the new UID runs it.
-func TestAMigrationApprovalOfAReplacedPlanAuthorizesNothingInCluster(t *testing.T) {
+func TestMigrationApplyClaimsTheApprovedPlanInCluster(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	c.declareMigration(ledgerFiles)
@@ -627,4 +647,163 @@ func eventNotes(events eventsv1.EventList) []string {
 		out = append(out, ev.Note)
 	}
 	return out
+}
+
+// waitForPod waits until the test kubelet has started the Pod of Job name.
+func (c *cluster) waitForPod(name string) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var pod corev1.Pod
+		err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name + "-pod"}, &pod)
+		if err == nil && pod.Status.StartTime != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the Pod of Job %s did not start: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// endOrphan ends the running Pod of the deleted Job name, with code and
+// no result, as a node that killed it would.
+func (c *cluster) endOrphan(name string, code int) {
+	c.t.Helper()
+	ctx := context.Background()
+	var pod corev1.Pod
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: name + "-pod"}, &pod); err != nil {
+		c.t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Error",
+			StartedAt: *pod.Status.StartTime, FinishedAt: metav1.Now()}}}}
+	if err := c.e.Client.Status().Update(ctx, &pod); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestMigrationBlocksOnAContestedRealmWithoutDispatchingAJobInCluster: a
+// PtahMigration on a database a PtahSchema of the cluster already claims
+// is Blocked (RealmConflict) before anything is dispatched, even with
+// policy Always: one census spans both families. Once both declare the
+// sharing, it runs.
+func TestMigrationBlocksOnAContestedRealmWithoutDispatchingAJobInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.serve()
+	c.declareNamed("first", map[string]string{"01_a.sql": "CREATE SCHEMA shared_a;\nCREATE TABLE shared_a.a (id bigint);\n"},
+		api.Target{}, api.Policy{Apply: api.ApplyNever}, "shared_a")
+	c.waitForNamed("first", "its reading", func(s api.PtahSchemaStatus) bool { return s.Target != nil && s.Plan != nil })
+
+	m := c.declareMigration(ledgerFiles)
+	m.Spec.Policy.Apply = api.ApplyAlways
+	if err := c.e.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	st := c.waitForMigration("the census", func(s api.PtahMigrationStatus) bool { return s.Reason == api.ReasonRealmConflict })
+	if !strings.Contains(st.Message, "first") {
+		t.Errorf("the conflict does not name the rival: %s", st.Message)
+	}
+	if st.ActiveOperation != nil || st.LastRun != nil || len(c.history()) != 0 {
+		t.Errorf("a contested migration claimed or ran: active %+v, last run %+v", st.ActiveOperation, st.LastRun)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(ctx, &jobs, client.InNamespace(c.ns), client.MatchingLabels{"app.kubernetes.io/component": controller.TaskApply}); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("%d apply Jobs exist, want none: %v", len(jobs.Items), err)
+	}
+
+	var s api.PtahSchema
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: "first"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Target.SharedRealm = true
+	if err := c.e.Client.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.Target.SharedRealm = true
+	if err := c.e.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	c.waitForMigration("InSync once shared", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseInSync })
+	if len(c.history()) != 2 || c.tableExists("shared_a.a") {
+		t.Error("sharing the database, the migration ran something else than its own files")
+	}
+}
+
+// TestMigrationApplyDiscardsAPlanTheEvidenceNoLongerSupportsInCluster:
+// while the manager re-derives an approved claim under the Lease, a
+// person records the first version by hand. The history the plan was
+// selected against moved: the claim is dropped before anything is
+// dispatched, and the next plan holds the second version alone, for a new
+// approval.
+func TestMigrationApplyDiscardsAPlanTheEvidenceNoLongerSupportsInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.declareMigration(ledgerFiles)
+	c.instead = func(ct kubetest.Container) (int, bool) {
+		if strings.HasSuffix(argAfter(ct.Args, "--operation"), "-rederive") {
+			c.recordByHand("0001", "accounts", ledgerFiles["0001_accounts.sql"])
+		}
+		return 0, false
+	}
+	c.serve()
+	first := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	c.approve(first.Plan)
+	st := c.waitForMigration("a plan for the moved history", func(s api.PtahMigrationStatus) bool {
+		return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil && s.Plan.UID != first.Plan.UID
+	})
+	var plan api.PtahMigrationPlan
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Spec.Versions) != 1 || plan.Spec.Versions[0].Version != "0002" {
+		t.Errorf("the new plan: %+v, want version 0002 alone", plan.Spec.Versions)
+	}
+	if st.LastRun != nil || c.tableExists("public.ledger_accounts") {
+		t.Errorf("a run is on record (%+v), or a file ran: want the claim dropped before dispatch", st.LastRun)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(ctx, &jobs, client.InNamespace(c.ns), client.MatchingLabels{"app.kubernetes.io/component": controller.TaskApply}); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("%d apply Jobs exist, want none: %v", len(jobs.Items), err)
+	}
+}
+
+// recordByHand records version of "ledger" in the history as a person
+// marking it applied would, with the checksum of its file's text.
+func (c *cluster) recordByHand(version, name, text string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	defer conn.Close(ctx)
+	sum := sha256.Sum256([]byte(text))
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		return postgres.RecordHistory(ctx, tx, api.KindPtahMigration+"/"+c.ns+"/ledger", []postgres.HistoryRow{{Version: version, Name: name,
+			Checksum: "sha256:" + hex.EncodeToString(sum[:]), AppliedBy: "bob"}}, postgres.HowMarked)
+	})
+	if err != nil {
+		c.t.Error(err)
+	}
+}
+
+// orphaned does what the garbage collector, which envtest lacks, does for
+// a Job deleted with orphan propagation: it lets the Job go and leaves its
+// Pod.
+func (c *cluster) orphaned(job *batchv1.Job) {
+	c.t.Helper()
+	ctx := context.Background()
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+		c.t.Fatal(err)
+	}
+	job.Finalizers = slices.DeleteFunc(job.Finalizers, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
+	if err := c.e.Client.Update(ctx, job); err != nil {
+		c.t.Fatal(err)
+	}
 }

@@ -639,7 +639,9 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 		if task == TaskObserve {
 			req.ServiceAccount = PlannerServiceAccount
 		}
-		return ctrl.Result{}, true, p.startJob(ctx, req)
+		// Its Job's end wakes the reconcile; a Job deleted meanwhile wakes
+		// nothing: look again.
+		return ctrl.Result{RequeueAfter: censusCadence}, true, p.startJob(ctx, req)
 	}
 	defer p.removeJob(ctx, id)
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {

@@ -258,7 +258,9 @@ func (p *pass) dispatch(ctx context.Context, in engine.PassInput, op api.Operati
 	if err := p.startJob(ctx, p.request(op.ID, TaskApply, now, op.Deadline.Time, parts)); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	return ctrl.Result{}, true, nil
+	// The Job's end wakes the reconcile; a Job deleted, or a Pod that
+	// ends without its Job (orphaned), wakes nothing: look again.
+	return ctrl.Result{RequeueAfter: writerPoll}, true, nil
 }
 
 // applyPayload is what the apply of op is sent: the claimed plan, as the
