@@ -878,3 +878,62 @@ func (c *cluster) stalledApply() (*api.PtahSchema, *api.Operation) {
 	})
 	return s, st.ActiveOperation
 }
+
+// TestRecordedApprovalStaleIgnoresSameNameReplacementUIDInCluster: the
+// plan object an approval names is replaced by one of the same name and
+// content (a new UID): the approval, bound to the old UID, authorizes
+// nothing and goes stale; only an approval of the new UID runs it.
+func TestRecordedApprovalStaleIgnoresSameNameReplacementUIDInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	s := c.declare(map[string]string{"01_accounts.sql": accountsSQL}, api.Policy{})
+	c.serve()
+	first := c.waitFor("the plan", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	old := c.plan(first.Plan.Name)
+	if err := c.e.Client.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	// A spec change that plans nothing new wakes the manager at once.
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Schedule.Interval = "1m"
+	if err := c.e.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	second := c.waitFor("the replacement", func(s api.PtahSchemaStatus) bool {
+		return s.Plan != nil && s.Plan.UID != first.Plan.UID && s.Phase == api.PhaseAwaitingApproval
+	})
+	if second.Plan.Name != first.Plan.Name {
+		t.Fatalf("the replacement is named %s, want %s (same content)", second.Plan.Name, first.Plan.Name)
+	}
+	stale := &api.PtahSchemaApproval{ObjectMeta: metav1.ObjectMeta{Name: "app-old", Namespace: c.ns,
+		Labels: map[string]string{"ptah.run/schema": "app"}},
+		Spec: api.PtahSchemaApprovalSpec{Plan: api.ObjectReference{Name: old.Name, UID: string(old.UID)}, Schema: "app",
+			PlanFingerprint: old.Spec.Fingerprint, Bindings: old.Spec.Bindings, Approver: "alice", ApprovedAt: api.NewTime(time.Now())}}
+	if err := c.e.Client.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(stale), stale); err != nil {
+			t.Fatal(err)
+		}
+		if stale.Status.Stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approval of the replaced plan is not stale: %+v", stale.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := c.status(); st.Phase != api.PhaseAwaitingApproval || st.ActiveOperation != nil || c.tableExists("public.accounts") {
+		t.Fatalf("an approval of the replaced plan's UID authorized something: %s/%s, active %+v", st.Phase, st.Reason, st.ActiveOperation)
+	}
+
+	c.approve(second.Plan)
+	c.waitFor("InSync", func(s api.PtahSchemaStatus) bool { return s.Phase == api.PhaseInSync })
+	if !c.tableExists("public.accounts") {
+		t.Error("InSync after the approval of the current UID, and no table")
+	}
+}
