@@ -29,6 +29,11 @@ const (
 	ChunkBytes   = 1 << 20 // 1 MiB of plan per ConfigMap, under the API's object limit
 	MaxChunks    = 16
 	MaxPlanBytes = ChunkBytes * MaxChunks // 16 MiB
+	// MaxPlanObjectBytes bounds the spec of a plan object in a cluster,
+	// published whole (approvals bind its UID): one API object, under the
+	// API server's limit of about 1.5 MiB with its metadata. It is the
+	// largest plan ptah serve runs; local mode has no such bound.
+	MaxPlanObjectBytes = ChunkBytes
 	// PlanMountPath is where the Pod sees the parts, one file per part.
 	PlanMountPath = "/var/run/ptah/plan"
 	// TerminationMessagePath is where ptah exec writes its result.
@@ -56,6 +61,8 @@ const (
 var (
 	ErrPlanTooLarge  = fmt.Errorf("the plan is larger than %d bytes, the most a Job carries", MaxPlanBytes)
 	ErrPlanCorrupted = errors.New("the plan's parts do not hash to its digest")
+	// ErrPlanObjectTooLarge: a reading's plan exceeds MaxPlanObjectBytes.
+	ErrPlanObjectTooLarge = fmt.Errorf("a plan in a cluster is at most %d bytes (one API object)", MaxPlanObjectBytes)
 )
 
 // PlanParts is a plan split for transport.

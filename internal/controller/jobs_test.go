@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ptah-run/ptah/internal/kubetest"
+	"github.com/ptah-run/ptah/internal/store"
+	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -168,5 +171,40 @@ func TestJobAndPlanAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	if err := e.Client.Create(ctx, BuildJob(r)); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("a second Job for the same operation: %v; want AlreadyExists", err)
+	}
+}
+
+// TestAPlanObjectIsBoundedByWhatTheAPIServerHolds: a reading's plan is
+// handed back, and published, as one API object: up to
+// MaxPlanObjectBytes of spec the API server takes it; a larger one is
+// refused by name before anything is created.
+func TestAPlanObjectIsBoundedByWhatTheAPIServerHolds(t *testing.T) {
+	e := kubetest.Shared(t)
+	ctx := context.Background()
+	ns := e.Namespace(t)
+	st := kubestore.New(e.Client)
+	spec := func(n int) api.PtahSchemaPlanSpec {
+		s := api.PtahSchemaPlanSpec{Schema: api.ObjectReference{Name: "app", UID: "uid"},
+			Statements: []api.PlanStatement{{SQL: "COMMENT ON TABLE t IS '" + string(planOf(n)) + "'"}}}
+		raw, _ := json.Marshal(s)
+		// Grow the statement until the spec is exactly n bytes.
+		s.Statements[0].SQL = "COMMENT ON TABLE t IS '" + string(planOf(2*n-len(raw))) + "'"
+		return s
+	}
+	fits := spec(MaxPlanObjectBytes)
+	if raw, _ := json.Marshal(fits); len(raw) != MaxPlanObjectBytes {
+		t.Fatalf("the test's spec is %d bytes, want %d", len(raw), MaxPlanObjectBytes)
+	}
+	p := Payload{OperationID: "reading-1", Resource: "app", Namespace: ns}
+	if _, err := createTransport(ctx, st, p, api.KindPtahSchemaPlan, fits); err != nil {
+		t.Fatalf("a plan of %d bytes, the most: %v", MaxPlanObjectBytes, err)
+	}
+	p.OperationID = "reading-2"
+	_, err := createTransport(ctx, st, p, api.KindPtahSchemaPlan, spec(MaxPlanObjectBytes+1))
+	if !errors.Is(err, ErrPlanObjectTooLarge) || !strings.Contains(err.Error(), "ptah apply") {
+		t.Fatalf("a plan one byte over: %v; want ErrPlanObjectTooLarge, saying what to do", err)
+	}
+	if _, err := st.Get(ctx, api.KindPtahSchemaPlan, ns, TransportName("app", "reading-2")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused plan was created: %v", err)
 	}
 }

@@ -245,6 +245,10 @@ func createTransport(ctx context.Context, st store.Store, p Payload, kind string
 	if err != nil {
 		return api.ObjectReference{}, err
 	}
+	if len(raw) > MaxPlanObjectBytes {
+		return api.ObjectReference{}, fmt.Errorf("%w: this one is %d bytes; split the change into smaller ones, or apply it with ptah apply (local mode)",
+			ErrPlanObjectTooLarge, len(raw))
+	}
 	o, err := st.Create(ctx, store.Object{Kind: kind, Namespace: p.Namespace, Name: TransportName(p.Resource, p.OperationID),
 		ContractVersion: api.ContractVersion, Immutable: true, Labels: map[string]string{LabelObservation: p.OperationID}, Spec: raw})
 	if err != nil {

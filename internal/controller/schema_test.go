@@ -201,6 +201,13 @@ func (c *cluster) declareNamed(name string, files map[string]string, target api.
 // permission on Secrets.
 func (c *cluster) serve() {
 	c.t.Helper()
+	stop := c.start()
+	c.t.Cleanup(stop)
+}
+
+// start runs a manager until stop, which waits for it to return.
+func (c *cluster) start() (stop func()) {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := c.managerConfig()
@@ -209,12 +216,15 @@ func (c *cluster) serve() {
 			Logger: slog.New(slog.NewTextHandler(testLog(c.t), &slog.HandlerOptions{Level: slog.Level(-1)})), Version: "test", Image: "ptah:test",
 			Namespaces: []string{c.ns}})
 	}()
-	c.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			c.t.Errorf("the manager: %v", err)
-		}
-	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				c.t.Errorf("the manager: %v", err)
+			}
+		})
+	}
 }
 
 // waitFor polls the PtahSchema "app" until ok accepts its status.
