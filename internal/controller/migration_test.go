@@ -290,23 +290,6 @@ func (c *cluster) acknowledge(m *api.PtahMigration, id, reason string) {
 	}
 }
 
-// end ends the Pod of Job name with code and no result, once the test
-// kubelet has created it.
-func (c *cluster) end(name string, code int) {
-	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.kubelet.End(context.Background(), name, code, "")
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("ending the Pod of Job %s: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // component is the task of the Job that runs operation id.
 func (c *cluster) component(id string) string {
 	var jobs batchv1.JobList
