@@ -616,19 +616,31 @@ func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d 
 // afresh for each pass that asks (id is new each time) unless one is
 // already under way; a re-derivation has one per claim.
 func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.Result, bool, error) {
-	if cur, err := p.readingUnderWay(ctx, task); err != nil || cur != "" {
-		if err != nil {
-			return ctrl.Result{}, true, err
-		}
-		id = cur
+	cur, curDigest, err := p.readingUnderWay(ctx, task)
+	if err != nil {
+		return ctrl.Result{}, true, err
 	}
 	payload := Payload{OperationID: id, Task: task, Resource: p.obj.Name, Namespace: p.obj.Namespace, ResourceUID: p.obj.UID,
 		CoordinationScope: p.scope}
 	p.fam.reading(&payload, p.res, rs)
+	if cur != "" {
+		payload.OperationID = cur
+	}
 	parts, err := splitPayload(payload)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
+	if cur != "" && curDigest != parts.Digest {
+		// A reading of what the resource was (its spec, its records of
+		// runs) before it changed: its answer is not this pass's. It goes,
+		// and a reading of the resource as it is now starts.
+		p.removeJob(ctx, cur)
+		payload.OperationID = id
+		if parts, err = splitPayload(payload); err != nil {
+			return ctrl.Result{}, true, err
+		}
+	}
+	id = payload.OperationID
 	res, ended, err := p.jobResult(ctx, id, parts.Digest)
 	if err != nil {
 		return ctrl.Result{}, true, err
@@ -688,20 +700,31 @@ func (p *pass) held(h engine.Hold, rs runState) (any, bool) {
 }
 
 // readingUnderWay names the reading of task whose Job exists for this
-// resource, if any: one observation at a time.
-func (p *pass) readingUnderWay(ctx context.Context, task string) (string, error) {
+// resource, if any, and the digest of the payload it was started with:
+// one observation at a time.
+func (p *pass) readingUnderWay(ctx context.Context, task string) (id, digest string, err error) {
 	if task != TaskObserve {
-		return "", nil
+		return "", "", nil
 	}
 	var jobs batchv1.JobList
 	if err := p.r.Client.List(ctx, &jobs, client.InNamespace(p.obj.Namespace),
 		client.MatchingLabels{LabelResourceUID: p.obj.UID, "app.kubernetes.io/component": task}); err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, j := range jobs.Items {
-		if j.DeletionTimestamp == nil {
-			return j.Labels[LabelOperation], nil
+		if j.DeletionTimestamp == nil && len(j.Spec.Template.Spec.Containers) > 0 {
+			return j.Labels[LabelOperation], argAfter(j.Spec.Template.Spec.Containers[0].Args, "--plan-digest"), nil
 		}
 	}
-	return "", nil
+	return "", "", nil
+}
+
+// argAfter is the argument after flag in args, "" when none.
+func argAfter(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }

@@ -51,7 +51,7 @@ func TestServeConvergesThroughAManagerRestartAtEveryStepInCluster(t *testing.T) 
 			}
 			// Stops at varying offsets (a stop waits for the manager to
 			// return; a reconcile under way is cut off mid-step).
-			lifetimes := []time.Duration{150, 400, 250, 700, 100, 550, 300, 900}
+			lifetimes := []time.Duration{400, 900, 600, 1300, 300, 1000, 500, 1500}
 			deadline := time.Now().Add(3 * time.Minute)
 			restarts := 0
 			for i := 0; !inSync(); i++ {

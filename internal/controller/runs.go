@@ -222,10 +222,10 @@ func (p *pass) removeJob(ctx context.Context, id string) {
 // run is dispatched once, since a marked claim is never dispatched again
 // (a manager that stops between the two leaves a claim whose Pod never
 // existed, which the next pass settles: by observing, or by a person). A
-// family whose approval authorizes one run (PtahMigration) spends it
-// first: a manager that stops between the two leaves a claim its approval
-// no longer authorizes, which the next pass drops, and never a run its
-// approval could authorize again.
+// family whose approval authorizes one run (PtahMigration) spends it on
+// the operation first: a manager that stops between the two leaves the
+// claim undispatched with its approval spent on it, which authorizes that
+// one claim still and no other, never a second run.
 func (p *pass) dispatch(ctx context.Context, in engine.PassInput, op api.Operation) (ctrl.Result, bool, error) {
 	payload, err := p.applyPayload(op)
 	if err != nil {

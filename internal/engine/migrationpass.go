@@ -62,6 +62,21 @@ func (a MigrationApproval) terms() decisionTerms {
 	return decisionTerms{Plan: a.Spec.Plan, PlanFingerprint: a.Spec.PlanFingerprint, Bindings: a.Spec.Bindings, Spent: a.Status.Spent()}
 }
 
+// termsFor are a's terms as they bear on the claim of operation claim
+// ("": a new claim). An approval consumed by that very operation still
+// authorizes it: ptah serve spends the approval just before it writes the
+// dispatch marker, and a manager that stops between the two leaves the
+// claim undispatched with its approval spent on it. The claim runs at most
+// once (a dispatched claim is never dispatched again, and a dropped one is
+// gone); no other claim can ever use that approval.
+func (a MigrationApproval) termsFor(claim string) decisionTerms {
+	t := a.terms()
+	if c := a.Status.Consumed; claim != "" && c != nil && c.OperationID == claim && !a.Status.Stale {
+		t.Spent = false
+	}
+	return t
+}
+
 // Acknowledgment is a stored PtahMigrationRunAcknowledgment: a person's
 // settling of one unresolved run.
 type Acknowledgment struct {
@@ -235,7 +250,7 @@ func (f *migrationFamily) verifyClaimedPlan(op *api.Operation) error {
 }
 
 func (f *migrationFamily) stillAuthorized(op *api.Operation) string {
-	v := f.authorize(*f.in.CurrentPlan)
+	v := f.authorize(*f.in.CurrentPlan, op.ID)
 	switch {
 	case !v.Authorized && op.Approval != nil:
 		return fmt.Sprintf("approval %s (uid %s), which it was claimed under, was withdrawn, spent or went stale", op.Approval.Name, op.Approval.UID)
@@ -249,10 +264,12 @@ func (f *migrationFamily) stillAuthorized(op *api.Operation) string {
 	return ""
 }
 
-func (f *migrationFamily) authorize(plan MigrationPlan) familyVerdict {
+// authorize judges plan for the claim of operation claim ("": a new
+// claim).
+func (f *migrationFamily) authorize(plan MigrationPlan, claim string) familyVerdict {
 	return authorize(f.in.Spec.Policy.Apply, false, false, plan.Ref(), func() (int, bool) {
 		for i, a := range f.in.Approvals {
-			if a.terms().authorizes(plan.Name, plan.UID, plan.Spec.Fingerprint, plan.Spec.Bindings) {
+			if a.termsFor(claim).authorizes(plan.Name, plan.UID, plan.Spec.Fingerprint, plan.Spec.Bindings) {
 				return i, true
 			}
 		}
@@ -307,7 +324,7 @@ func (f *migrationFamily) planAndAuthorize(in PassInput) outcome {
 		f.stale = stale
 		return outcome{step: StepMarkStale}
 	}
-	v := f.authorize(*cur)
+	v := f.authorize(*cur, "")
 	if !v.Authorized {
 		return stable(rs, v.Phase, v.Reason, v.Message)
 	}

@@ -127,6 +127,18 @@ func TestMigrationApprovalBindsTheHistoryAndIsSpentOnce(t *testing.T) {
 	if d := MigrationPass(in); d.Step == StepDispatch || d.Status.ActiveOperation != nil {
 		t.Fatalf("approval spent before dispatch: %s; want the claim dropped", d.Step)
 	}
+	// Spent by the claim itself (ptah serve spends it just before the
+	// dispatch marker, and may stop between the two): the claim goes on
+	// to its one dispatch; a new claim is never authorized by it.
+	in.Approvals[0].Status.Consumed = &api.Consumption{OperationID: in.Status.ActiveOperation.ID, At: api.NewTime(t0)}
+	if d := MigrationPass(in); d.Step != StepDispatch {
+		t.Fatalf("approval spent by its own claim: %s (%s); want Dispatch", d.Step, d.Status.Message)
+	}
+	fresh := in
+	fresh.Status.ActiveOperation, fresh.Locked, fresh.Rederived = nil, false, ""
+	if d := MigrationPass(fresh); d.Operation != nil || d.Status.Phase != api.PhaseAwaitingApproval {
+		t.Fatalf("a new claim under an approval spent by another: %s %s; want AwaitingApproval", d.Step, d.Status.Phase)
+	}
 }
 
 func TestMigrationVerdictsBlockBeforeAnyPlan(t *testing.T) {
