@@ -260,7 +260,7 @@ func decodeDocument(path string, root *yaml.Node) (*Resource, []error) {
 	if r.Schema != nil {
 		source, oci = r.Schema.Spec.Source.ConfigMap, r.Schema.Spec.Source.OCI
 	} else {
-		source = r.Migration.Spec.Source.ConfigMap
+		source, oci = r.Migration.Spec.Source.ConfigMap, r.Migration.Spec.Source.OCI
 	}
 	for _, fe := range v1alpha1.ClusterOnly(r.Target(), source, oci) {
 		errs = append(errs, &Error{File: path, Line: lineOf(root, fe.Field), Resource: r.Ref(), Err: &fe})

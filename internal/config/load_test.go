@@ -107,6 +107,9 @@ func TestParseErrors(t *testing.T) {
 			[]string{"spec.source: path, configMap and oci are mutually exclusive"}},
 		{"an OCI artifact is the cluster's", strings.Replace(good, "path: ./schema", "oci: {ref: 'oci://r.example/s@sha256:"+strings.Repeat("a", 64)+"'}", 1),
 			[]string{`spec.source.oci: an OCI artifact is read by ptah serve`}},
+		{"a migration's OCI artifact is the cluster's", "apiVersion: ptah.run/v1alpha1\nkind: PtahMigration\nmetadata:\n  name: ledger\nspec:\n" +
+			"  target:\n    urlFrom: {env: LEDGER_URL}\n  source:\n    oci: {ref: 'oci://r.example/m@sha256:" + strings.Repeat("b", 64) + "'}\n",
+			[]string{`PtahMigration "ledger": spec.source.oci: an OCI artifact is read by ptah serve`}},
 		{"interval too short", good + "  interval: 1s\n", []string{"spec.interval: 1s is shorter than the minimum 30s"}},
 		{"interval not a duration", good + "  interval: often\n", []string{`spec.interval: "often" is not a duration`}},
 		{"duplicate name", good + "---\n" + good, []string{`ptah.yaml:11: PtahSchema "app": declared twice (first at line 1)`}},

@@ -122,7 +122,8 @@ func (migrationFamily) decode(obj store.Object) (runner.Resource, specView, erro
 	m.Default()
 	m.APIVersion, m.Kind = api.APIVersion, api.KindPtahMigration
 	m.Name, m.Namespace, m.UID, m.Generation = objectMeta(obj)
-	v := specView{Target: m.Spec.Target, Schedule: m.Spec.Schedule, ConfigMap: m.Spec.Source.ConfigMap, Invalid: m.Validate()}
+	v := specView{Target: m.Spec.Target, Schedule: m.Spec.Schedule, ConfigMap: m.Spec.Source.ConfigMap, OCI: m.Spec.Source.OCI,
+		Invalid: m.Validate()}
 	return runner.Resource{Migration: m}, v, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/ptah-run/ptah/internal/controller"
 	"github.com/ptah-run/ptah/internal/kubetest"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/source/oci/ocitest"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -788,5 +789,42 @@ func (c *cluster) orphaned(job *batchv1.Job) {
 	job.Finalizers = slices.DeleteFunc(job.Finalizers, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
 	if err := c.e.Client.Update(ctx, job); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// TestServeRunsAPtahMigrationFromAnOCIArtifactInCluster: the versioned
+// files come from an OCI artifact pinned by digest, from a registry that
+// wants credentials: the reading and the apply each pull it (the pull
+// Secret reaches their Pods, never the manager), and the plan binds it.
+func TestServeRunsAPtahMigrationFromAnOCIArtifactInCluster(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	reg := ocitest.StartWithAuth(t, "ci", "s3cret-token")
+	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "registry-creds", Namespace: c.ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: reg.DockerConfig("ci", "s3cret-token")}}
+	if err := c.e.Client.Create(ctx, pull); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Push(t, "acme/ledger-migrations", ledgerFiles)
+	m := &api.PtahMigration{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: c.ns}, Spec: api.PtahMigrationSpec{
+		Target: api.Target{URLFrom: &api.URLSource{SecretKeyRef: &api.SecretKeyRef{Name: "app-db", Key: "url"}}},
+		Source: api.MigrationSource{OCI: &api.OCISource{Ref: ref, PullSecret: "registry-creds"}},
+	}}
+	if err := c.e.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	c.serve()
+	st := c.waitForMigration("the plan", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseAwaitingApproval && s.Plan != nil })
+	var plan api.PtahMigrationPlan
+	if err := c.e.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: st.Plan.Name}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Spec.Versions) != 2 || plan.Spec.Bindings.ArtifactDigest == "" {
+		t.Fatalf("the plan of the artifact: %+v", plan.Spec)
+	}
+	c.approve(st.Plan)
+	c.waitForMigration("InSync", func(s api.PtahMigrationStatus) bool { return s.Phase == api.PhaseInSync })
+	if h := c.history(); len(h) != 2 || !c.tableExists("public.ledger_entries") {
+		t.Errorf("history %v after the run of the artifact's files, want both versions", h)
 	}
 }

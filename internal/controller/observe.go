@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"testing/fstest"
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/engine"
@@ -93,18 +94,34 @@ func scopedTarget(p Payload, t api.Target) api.Target {
 }
 
 // migrationResource is the PtahMigration of the payload, with its source
-// read from dir (the ConfigMap mounted there): a source that cannot be
-// read is the reading's answer (Blocked, SourceInvalid), and runs nothing.
-func migrationResource(p Payload, url, dir string) runner.Resource {
+// read from the ConfigMap mounted at run.SourceDir, or pulled from its OCI
+// artifact: a source that cannot be read is the reading's answer
+// (Blocked, SourceInvalid), and runs nothing.
+func migrationResource(ctx context.Context, p Payload, run ExecRun) runner.Resource {
 	m := &api.PtahMigration{Spec: *p.MigrationSpec}
 	m.Spec.Target = scopedTarget(p, m.Spec.Target)
 	m.Name, m.Namespace = p.Resource, p.Namespace
-	res := runner.Resource{Migration: m, TargetURL: url}
-	if dir == "" {
+	res := runner.Resource{Migration: m, TargetURL: run.DatabaseURL}
+	layout := migrate.Layout(m.Spec.Source.Layout)
+	switch src := m.Spec.Source; {
+	case src.OCI != nil:
+		// Its layers are the directory: the versioned files (and
+		// ptah.sum), each by its title.
+		_, files, err := pullArtifact(ctx, src.OCI.Ref, run.RegistryConfig)
+		if err != nil {
+			res.SourceErr = err
+			return res
+		}
+		fsys := fstest.MapFS{}
+		for _, f := range files {
+			fsys[f.Name] = &fstest.MapFile{Data: f.Data, Mode: 0o444}
+		}
+		res.Source, res.SourceErr = migrate.Read(fsys, layout)
+	case run.SourceDir == "":
 		res.SourceErr = errors.New("no source was mounted")
-		return res
+	default:
+		res.Source, res.SourceErr = migrate.ReadDir(run.SourceDir, layout)
 	}
-	res.Source, res.SourceErr = migrate.ReadDir(dir, migrate.Layout(m.Spec.Source.Layout))
 	return res
 }
 
@@ -117,8 +134,8 @@ func observeMigration(ctx context.Context, run ExecRun, p Payload, res Result) (
 		res.Outcome, res.Message = outcome, err.Error()
 		return res, err
 	}
-	if p.MigrationSpec.Source.ConfigMap == nil {
-		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahMigration with a ConfigMap source", ErrRefused))
+	if src := p.MigrationSpec.Source; src.ConfigMap == nil && src.OCI == nil {
+		return fail(OutcomeRefused, fmt.Errorf("%w: the request names no PtahMigration with a ConfigMap or OCI source", ErrRefused))
 	}
 	conn, err := postgres.Connect(ctx, run.DatabaseURL)
 	if err != nil {
@@ -130,7 +147,7 @@ func observeMigration(ctx context.Context, run ExecRun, p Payload, res Result) (
 		runs = *p.Runs
 	}
 	r := &runner.Runner{Target: conn, Version: run.Version}
-	obs, err := r.ObserveMigration(ctx, migrationResource(p, run.DatabaseURL, run.SourceDir), runs)
+	obs, err := r.ObserveMigration(ctx, migrationResource(ctx, p, run), runs)
 	if err != nil {
 		return fail(OutcomeFailed, err)
 	}
@@ -159,7 +176,7 @@ func observeMigration(ctx context.Context, run ExecRun, p Payload, res Result) (
 // plan's checksum; nothing runs if one differs.
 func applyMigration(ctx context.Context, run ExecRun, p Payload, res Result) (Result, error) {
 	out, err := runner.ExecuteMigration(ctx, runner.MigrationRunRequest{URL: run.DatabaseURL,
-		Res:  migrationResource(p, run.DatabaseURL, run.SourceDir),
+		Res:  migrationResource(ctx, p, run),
 		Plan: engine.MigrationPlan{Name: p.Plan.Name, UID: p.Plan.UID, Spec: *p.Migration}, OperationID: run.OperationID,
 		CoordinationDigest: p.CoordinationDigest, Deadline: run.Deadline, Approver: p.Approver})
 	switch {
@@ -197,22 +214,11 @@ func sourceFiles(dir, name string) ([]catalog.SourceFile, error) {
 	return out, nil
 }
 
-// pullFiles pulls the declared files of the artifact ref (pinned by
-// digest, verified), with the credentials of the dockerconfigjson
-// registryConfig if any. Each is named REF/TITLE: the artifact digest the
-// plan binds covers the reference, and so the manifest's digest.
+// pullFiles pulls the declared files of the artifact ref (pullArtifact).
+// Each is named REF/TITLE: the artifact digest the plan binds covers the
+// reference, and so the manifest's digest.
 func pullFiles(ctx context.Context, ref string, registryConfig []byte) ([]catalog.SourceFile, error) {
-	r, err := oci.ParseRef(ref)
-	if err != nil {
-		return nil, err
-	}
-	opts := oci.Options{PlainHTTP: oci.IsLoopback(r.Registry)}
-	if len(registryConfig) > 0 {
-		if opts.Credentials, err = oci.CredentialsFromDockerConfig(registryConfig, r.Registry); err != nil {
-			return nil, err
-		}
-	}
-	pulled, err := oci.Pull(ctx, r, opts)
+	r, pulled, err := pullArtifact(ctx, ref, registryConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +232,24 @@ func pullFiles(ctx context.Context, ref string, registryConfig []byte) ([]catalo
 		return nil, fmt.Errorf("%s has no layer titled *.sql: its layers are the declared files", r)
 	}
 	return files, nil
+}
+
+// pullArtifact pulls the files of the artifact ref (pinned by digest,
+// verified), with the credentials of the dockerconfigjson registryConfig
+// if any.
+func pullArtifact(ctx context.Context, ref string, registryConfig []byte) (oci.Ref, []oci.File, error) {
+	r, err := oci.ParseRef(ref)
+	if err != nil {
+		return r, nil, err
+	}
+	opts := oci.Options{PlainHTTP: oci.IsLoopback(r.Registry)}
+	if len(registryConfig) > 0 {
+		if opts.Credentials, err = oci.CredentialsFromDockerConfig(registryConfig, r.Registry); err != nil {
+			return r, nil, err
+		}
+	}
+	files, err := oci.Pull(ctx, r, opts)
+	return r, files, err
 }
 
 // publishTransport stores the reading's plan, as the pass would publish

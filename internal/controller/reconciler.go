@@ -448,10 +448,8 @@ func (p *pass) servable() string {
 		return "the spec is invalid: " + v.Invalid.Error()
 	case v.Target.URLFrom == nil || v.Target.URLFrom.SecretKeyRef == nil:
 		return "ptah serve reads the database URL from a Secret: set spec.target.urlFrom.secretKeyRef {name, key}"
-	case v.ConfigMap == nil && v.OCI == nil && p.r.Kind == api.KindPtahMigration:
-		return "ptah serve reads the versioned files from a ConfigMap: set spec.source.configMap.name"
 	case v.ConfigMap == nil && v.OCI == nil:
-		return "ptah serve reads the declared files from a ConfigMap or an OCI artifact: set spec.source.configMap.name or spec.source.oci.ref"
+		return "ptah serve reads the files from a ConfigMap or an OCI artifact: set spec.source.configMap.name or spec.source.oci.ref"
 	}
 	return ""
 }

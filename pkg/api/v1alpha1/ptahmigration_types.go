@@ -80,6 +80,10 @@ type MigrationSource struct {
 	// ConfigMap holds the versioned files as keys (ptah serve only).
 	// +optional
 	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+	// OCI is an artifact pinned by digest whose layers are the versioned
+	// files, each named by its title (ptah serve only).
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
 	// Layout is how the files are named; empty: detected.
 	// +optional
 	Layout MigrationLayout `json:"layout,omitempty"`

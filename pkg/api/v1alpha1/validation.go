@@ -102,7 +102,7 @@ func (m *PtahMigration) Validate() error {
 	errs.target(m.Spec.Target)
 
 	src := m.Spec.Source
-	errs.source(src.Path, src.ConfigMap, nil, "a directory of versioned .sql files")
+	errs.source(src.Path, src.ConfigMap, src.OCI, "a directory of versioned .sql files")
 	errs.schedule(m.Spec.Schedule)
 	if src.Layout != LayoutDetect && !slices.Contains(MigrationLayouts, src.Layout) {
 		errs.add("spec.source.layout", "%q is not one of %s; leave it out to detect the layout from the file names",
