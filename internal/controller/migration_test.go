@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -499,8 +500,14 @@ func TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster(t *testing.T) {
 // its exit code; it returns its output.
 func (c *cluster) resolveRun(code int, args ...string) string {
 	c.t.Helper()
-	c.t.Setenv("LEDGER_URL", c.url)
-	return c.ptah(code, append(append([]string{"resolve-run"}, args...), "--database-url-env", "LEDGER_URL")...)
+	// The process's environment is every parallel test's: a variable of
+	// this test's own.
+	name := "LEDGER_URL_" + strings.ReplaceAll(strings.ToUpper(c.ns), "-", "_")
+	if err := os.Setenv(name, c.url); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = os.Unsetenv(name) })
+	return c.ptah(code, append(append([]string{"resolve-run"}, args...), "--database-url-env", name)...)
 }
 
 // ptah runs ptah with args as alice against the test's namespace

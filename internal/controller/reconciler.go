@@ -385,6 +385,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		if err := p.releaseStrayLeases(ctx, rs); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := p.removeSettledApplies(ctx, rs); err != nil {
+			return ctrl.Result{}, err
+		}
 		base, err := p.gather(ctx, rs)
 		if err == nil {
 			base.Realm, base.Self, err = p.census(ctx, rs)

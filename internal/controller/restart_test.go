@@ -22,7 +22,7 @@ import (
 func TestServeConvergesThroughAManagerRestartAtEveryStepInCluster(t *testing.T) {
 	for _, f := range families {
 		t.Run(f.kind, func(t *testing.T) {
-			c := newCluster(t)
+			c := setupCluster(t)
 			applies := map[string]bool{} // the apply operations run
 			c.instead = func(ct kubetest.Container) (int, bool) {
 				if id := argAfter(ct.Args, "--operation"); c.component(id) == controller.TaskApply {

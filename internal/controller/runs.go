@@ -322,6 +322,29 @@ func (p *pass) account(ctx context.Context, rs runState) (bool, error) {
 	return true, nil
 }
 
+// removeSettledApplies removes the apply Jobs of this resource whose run
+// the status no longer names (its outcome recorded and settled) once they
+// have finished: a manager that stopped between recording a run and
+// removing its Job leaves it otherwise, and nothing creates it again.
+func (p *pass) removeSettledApplies(ctx context.Context, rs runState) error {
+	var jobs batchv1.JobList
+	if err := p.r.Client.List(ctx, &jobs, client.InNamespace(p.obj.Namespace),
+		client.MatchingLabels{LabelResourceUID: p.obj.UID, "app.kubernetes.io/component": TaskApply}); err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	for _, id := range rs.namedOperations() {
+		named[id] = true
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if id := j.Labels[LabelOperation]; !named[id] && jobFinished(j) && j.DeletionTimestamp == nil {
+			p.removeJob(ctx, id)
+		}
+	}
+	return nil
+}
+
 // NewOperationID returns a random operation ID.
 func NewOperationID() string {
 	b := make([]byte, 8)

@@ -59,6 +59,22 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	// The cluster tests mostly wait (for Jobs, polls, deadlines): a few
+	// run side by side, each in its namespace with its database.
+	t.Parallel()
+	clusterSlots <- struct{}{}
+	t.Cleanup(func() { <-clusterSlots })
+	return setupCluster(t)
+}
+
+// clusterSlots bounds how many cluster tests run at once.
+var clusterSlots = make(chan struct{}, 3)
+
+// setupCluster is newCluster for a test that runs alone (one that needs
+// the machine's full attention, as the restart test's short-lived
+// managers do).
+func setupCluster(t *testing.T) *cluster {
+	t.Helper()
 	e := kubetest.Shared(t)
 	ctx := context.Background()
 	c := &cluster{t: t, e: e, ns: e.Namespace(t), url: pgtest.NewDB(t), ran: map[string]int{}}
@@ -731,7 +747,7 @@ func TestASuspendedPtahSchemaStartsNothingInCluster(t *testing.T) {
 // other. Once an administrator's PtahRealm joins the key across both
 // namespaces, they are one realm, and the census blocks the newcomer.
 func TestACoordinationKeyIsItsNamespacesUnlessARealmJoinsThemInCluster(t *testing.T) {
-	a, b := newCluster(t), newCluster(t)
+	a, b := newCluster(t), setupCluster(t)
 	a.serve()
 	b.serve()
 	key := api.Target{CoordinationKey: "billing-" + strings.ToLower(a.ns[:8])}

@@ -275,7 +275,9 @@ func (k *Kubelet) finish(ctx context.Context, job *batchv1.Job, pod *corev1.Pod,
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason,
 			Message: message, StartedAt: *pod.Status.StartTime, FinishedAt: now}}}}
-	if err := c.Status().Update(ctx, pod); err != nil {
+	if err := c.Status().Update(ctx, pod); apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile, its Job with it
+	} else if err != nil {
 		return fmt.Errorf("recording its Pod's end: %w", err)
 	}
 	var fresh batchv1.Job
@@ -299,8 +301,8 @@ func (k *Kubelet) finish(ctx context.Context, job *batchv1.Job, pod *corev1.Pod,
 		fresh.Status.Conditions = append(fresh.Status.Conditions, cond(batchv1.JobFailureTarget, "BackoffLimitExceeded"),
 			cond(batchv1.JobFailed, "BackoffLimitExceeded"))
 	}
-	if err := c.Status().Update(ctx, &fresh); err != nil {
-		return fmt.Errorf("recording its end: %w", err)
+	if err := c.Status().Update(ctx, &fresh); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording its end: %w", err) // deleted meanwhile: nothing to record, as in a cluster
 	}
 	return nil
 }
