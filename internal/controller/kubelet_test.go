@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -25,54 +21,22 @@ import (
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
-// runPtah is the test kubelet's container runtime: ptah itself, as a
-// process of its own (this test binary, see childExecEnv) with the
-// container's arguments and environment, as a Pod's container is. A
-// context that ends kills it, as a node kills a Pod.
+// runPtah is the test kubelet's container runtime: ptah itself, in
+// process, with the container's environment. (A Pod's own process, this
+// test binary run again, would let cluster tests run side by side; on a
+// busy two-core machine they were slower so.)
 func runPtah(t *testing.T) func(ctx context.Context, c kubetest.Container) int {
 	return func(ctx context.Context, c kubetest.Container) int {
-		args, err := json.Marshal(append(c.Args, "--termination-log", c.TerminationLog))
-		if err != nil {
-			t.Error(err)
-			return 1
-		}
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childExecEnv+"="+string(args))
 		for k, v := range c.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+			t.Setenv(k, v)
 		}
-		var errs bytes.Buffer
-		cmd.Stderr = &errs
-		err = cmd.Run()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.As(err, &exit) && exit.ExitCode() >= 0:
-			t.Logf("ptah exec exited %d: %s", exit.ExitCode(), errs.String())
-			return exit.ExitCode()
+		var out, errs bytes.Buffer
+		code := cli.Run(ctx, append(c.Args, "--termination-log", c.TerminationLog), &out, &errs)
+		if code != 0 {
+			t.Logf("ptah exec exited %d: %s", code, errs.String())
 		}
-		t.Logf("ptah exec: %v: %s", err, errs.String())
-		return 137 // killed
+		return code
 	}
-}
-
-// childExecEnv makes this test binary a Pod's ptah process: it runs the
-// ptah command line the variable holds (a JSON list of arguments), and
-// exits with its code.
-const childExecEnv = "PTAH_TEST_CHILD_EXEC"
-
-func init() {
-	raw := os.Getenv(childExecEnv)
-	if raw == "" {
-		return
-	}
-	var args []string
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	os.Exit(cli.Run(context.Background(), args, os.Stdout, os.Stderr))
 }
 
 // TestAJobRunsItsPlanOnceThroughTheAPIServer dispatches one operation the

@@ -59,20 +59,11 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	// The cluster tests mostly wait (for Jobs, polls, deadlines): a few
-	// run side by side, each in its namespace with its database.
-	t.Parallel()
-	clusterSlots <- struct{}{}
-	t.Cleanup(func() { <-clusterSlots })
 	return setupCluster(t)
 }
 
-// clusterSlots bounds how many cluster tests run at once.
-var clusterSlots = make(chan struct{}, 3)
-
-// setupCluster is newCluster for a test that runs alone (one that needs
-// the machine's full attention, as the restart test's short-lived
-// managers do).
+// setupCluster is newCluster. (Cluster tests run one at a time: side by
+// side on a busy two-core machine their readings took over a minute.)
 func setupCluster(t *testing.T) *cluster {
 	t.Helper()
 	e := kubetest.Shared(t)
