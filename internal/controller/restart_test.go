@@ -2,9 +2,11 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ptah-run/ptah/internal/controller"
@@ -60,20 +62,29 @@ func TestServeConvergesThroughAManagerRestartAtEveryStepInCluster(t *testing.T) 
 				return rs.Phase == api.PhaseInSync
 			}
 			// Stops at varying offsets (a stop waits for the manager to
-			// return; a reconcile under way is cut off mid-step), growing
-			// every 40 restarts so that a busy machine gets there too.
+			// return; a reconcile under way is cut off mid-step). A manager
+			// that left nothing changed lived too short for this machine:
+			// the next lives longer, until one gets a step further, so a
+			// busy machine gets there too, only more slowly.
 			lifetimes := []time.Duration{400, 900, 600, 1300, 300, 1000, 500, 1500}
-			deadline := time.Now().Add(3 * time.Minute)
-			restarts := 0
+			deadline := time.Now().Add(8 * time.Minute)
+			restarts, stretch := 0, 1.0
 			for i := 0; !inSync(); i++ {
 				if time.Now().After(deadline) {
 					c.dump()
-					t.Fatalf("not InSync after %d restarts", restarts)
+					rs := f.state(c)
+					t.Fatalf("not InSync after %d restarts: %s/%s: %s", restarts, rs.Phase, rs.Reason, rs.Message)
 				}
+				before := c.footprint(f.kind, f.name)
 				stop := c.start()
-				time.Sleep(lifetimes[i%len(lifetimes)] * time.Millisecond * time.Duration(1+i/40))
+				time.Sleep(time.Duration(float64(lifetimes[i%len(lifetimes)]*time.Millisecond) * stretch))
 				stop()
 				restarts++
+				if c.footprint(f.kind, f.name) == before {
+					stretch = min(stretch*1.5, 20)
+				} else {
+					stretch = 1
+				}
 			}
 			t.Logf("InSync after %d restarts", restarts)
 			c.mu.Lock()
@@ -93,4 +104,23 @@ func TestServeConvergesThroughAManagerRestartAtEveryStepInCluster(t *testing.T) 
 			c.noneLeft()
 		})
 	}
+}
+
+// footprint is what a manager's work leaves in the namespace: the
+// resource's version (its status and annotations) and the Jobs there.
+func (c *cluster) footprint(kind, name string) string {
+	c.t.Helper()
+	o, err := c.store().Get(context.Background(), kind, c.ns, name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(context.Background(), &jobs, client.InNamespace(c.ns)); err != nil {
+		c.t.Fatal(err)
+	}
+	fp := fmt.Sprint(o.ResourceVersion)
+	for _, j := range jobs.Items {
+		fp += " " + j.Name
+	}
+	return fp
 }
