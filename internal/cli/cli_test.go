@@ -189,6 +189,49 @@ Plan: 3 statements in 2 transactions, 0 with hazards.
 	}
 }
 
+// An online plan says which statements run without a transaction, and
+// counts phases, not transactions.
+func TestPlanTextTellsOfStatementsRunWithoutATransaction(t *testing.T) {
+	workspace(t)
+	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
+		return &postgres.Plan{LockTimeout: time.Second,
+			Statements: []postgres.Statement{{SQL: "ALTER TABLE public.a ADD COLUMN b integer"},
+				{SQL: "CREATE INDEX CONCURRENTLY a_b_idx ON public.a USING btree (b)", Hazards: []postgres.Hazard{postgres.HazardBuildsIndex}, NoTransaction: true}},
+			Phases: []postgres.Phase{{Statements: 1, Locks: 18}, {Statements: 1, Locks: 18, Reason: postgres.PhaseOnline, NoTransaction: true}}}, nil
+	}, "plan")
+	for _, want := range []string{
+		"\nPhase 1/2: statement 1\n",
+		"\nPhase 2/2: statement 2, without a transaction (online)\n",
+		"Phases: 2. Statement 2 runs without a transaction, one at a time",
+		"Plan: 2 statements in 2 phases, 1 with hazards.",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	res = runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
+		return &postgres.Plan{LockTimeout: time.Second,
+			Statements: []postgres.Statement{{SQL: "CREATE INDEX CONCURRENTLY a_b_idx ON public.a USING btree (b)", NoTransaction: true}},
+			Phases:     []postgres.Phase{{Statements: 1, Locks: 17, Reason: postgres.PhaseOnline, NoTransaction: true}}}, nil
+	}, "plan", "-o", "json")
+	if !strings.Contains(res.stdout, `"reason": "online",`) || !strings.Contains(res.stdout, `"noTransaction": true`) {
+		t.Errorf("the JSON plan does not mark its phase run without a transaction:\n%s", res.stdout)
+	}
+}
+
+// spec.policy.online reaches the planner: plans are online unless it is
+// false.
+func TestPolicyOnlineReachesThePlanner(t *testing.T) {
+	workspace(t)
+	if res := runPtah(t, nil, "plan"); len(res.reqs) != 1 || !res.reqs[0].Online {
+		t.Errorf("without policy.online, the plan request is %+v; want an online plan", res.reqs)
+	}
+	writeFiles(t, ".", map[string]string{"ptah.yaml": testYAML + "    online: false\n"})
+	if res := runPtah(t, nil, "plan"); len(res.reqs) != 1 || res.reqs[0].Online {
+		t.Errorf("with policy.online false, the plan request is %+v (exit %d: %s); want an offline plan", res.reqs, res.code, res.stderr)
+	}
+}
+
 func TestPlanTextNoChanges(t *testing.T) {
 	workspace(t)
 	res := runPtah(t, func(context.Context, catalog.PlanRequest) (*postgres.Plan, error) {
@@ -303,6 +346,7 @@ func TestPlanRequest(t *testing.T) {
 		},
 		Schemas:        []string{"public", "app"},
 		LockTimeout:    1500 * time.Millisecond,
+		Online:         true,
 		ObserveTimeout: 30 * time.Second,
 	}
 	got := res.reqs[0]

@@ -423,15 +423,9 @@ func publishedResult(r *config.Resource, in runner.Resource, out runner.Result) 
 }
 
 func (a *app) planRequest(in runner.Resource, devURL string, observeTimeout time.Duration) catalog.PlanRequest {
-	return catalog.PlanRequest{
-		TargetURL:      in.TargetURL,
-		DevURL:         devURL,
-		Files:          in.Files,
-		Schemas:        append([]string(nil), in.Schema.Spec.Schemas...),
-		LockTimeout:    in.Schema.Spec.Policy.LockTimeoutDuration(),
-		ObserveTimeout: observeTimeout,
-		OnWait:         a.onWait(in.Schema.Name),
-	}
+	req := runner.SchemaPlanRequest(in, devURL, observeTimeout)
+	req.OnWait = a.onWait(in.Schema.Name)
+	return req
 }
 
 // addObserveTimeout is the flag plan and apply share.

@@ -122,6 +122,10 @@ func (p *stepPrinter) line(st postgres.Step, took string, end bool) {
 		if st.NoTransaction {
 			b.WriteString(" (no transaction)")
 		}
+	case st.NoTransaction:
+		// A statement that commits on its own: its phase is no
+		// transaction.
+		fmt.Fprintf(&b, " phase %d/%d (no transaction)", st.Phase, st.Phases)
 	case st.Phases > 1:
 		fmt.Fprintf(&b, " tx %d/%d", st.Phase, st.Phases)
 	}

@@ -86,6 +86,9 @@ type (
 		Statements int    `json:"statements"`
 		Locks      int    `json:"locks"`
 		Reason     string `json:"reason,omitempty"`
+		// NoTransaction: its statements run one at a time, outside any
+		// transaction block.
+		NoTransaction bool `json:"noTransaction,omitempty"`
 	}
 	jsonStatement struct {
 		SQL     string   `json:"sql"`
@@ -113,7 +116,7 @@ func renderJSON(w io.Writer, results []planResult) error {
 			spec.Statements = append(spec.Statements, st)
 		}
 		for _, ph := range r.Plan.Transactions() {
-			spec.Phases = append(spec.Phases, jsonPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+			spec.Phases = append(spec.Phases, jsonPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason, NoTransaction: ph.NoTransaction})
 		}
 		if c := r.Plan.LockCapacity; r.changes() && c != (postgres.LockCapacity{}) {
 			capacity := api.LockCapacity(c)
@@ -242,15 +245,25 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 	indent := strings.Repeat(" ", 2+width+2)
 	withHazards := 0
 	phases := r.Plan.Transactions()
+	// A plan with statements run without a transaction counts phases.
+	unit := "Transaction"
+	for _, ph := range phases {
+		if ph.NoTransaction {
+			unit = "Phase"
+		}
+	}
 	starts := map[int]int{} // the statement a phase starts at: the phase
-	for k, next := 0, 0; k < len(phases) && len(phases) > 1; k++ {
+	for k, next := 0, 0; k < len(phases) && (len(phases) > 1 || unit == "Phase"); k++ {
 		starts[next] = k
 		next += phases[k].Statements
 	}
 	for i, s := range r.Plan.Statements {
 		if k, ok := starts[i]; ok {
 			ph := phases[k]
-			what := fmt.Sprintf("Transaction %d/%d: %s", k+1, len(phases), statementRange(i, ph.Statements))
+			what := fmt.Sprintf("%s %d/%d: %s", unit, k+1, len(phases), statementRange(i, ph.Statements))
+			if ph.NoTransaction {
+				what += ", without a transaction"
+			}
 			if ph.Reason != "" {
 				what += " (" + ph.Reason + ")"
 			}
@@ -281,11 +294,11 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 		}
 	}
 	if note := r.Plan.TransactionsNote(); len(note) > 0 {
-		fmt.Fprintf(b, "%s %s\n", st.header.Render(fmt.Sprintf("Transactions: %d.", len(phases))), strings.Join(note, " "))
+		fmt.Fprintf(b, "%s %s\n", st.header.Render(fmt.Sprintf("%ss: %d.", unit, len(phases))), strings.Join(note, " "))
 	}
 	summary := fmt.Sprintf("Plan: %s, %d with hazards", plural(n, "statement"), withHazards)
 	if len(phases) > 1 {
-		summary = fmt.Sprintf("Plan: %s in %d transactions, %d with hazards", plural(n, "statement"), len(phases), withHazards)
+		summary = fmt.Sprintf("Plan: %s in %d %ss, %d with hazards", plural(n, "statement"), len(phases), strings.ToLower(unit), withHazards)
 	}
 	if r.Plan.Destructive {
 		summary += ", destructive"

@@ -65,6 +65,10 @@ const (
 	// (after any enum phase) are cut into transactions that each stay
 	// within the budget.
 	PhaseLockBudget = "lock-budget"
+	// PhaseOnline: statements PostgreSQL runs only outside a transaction
+	// block, which an online plan uses so that the application keeps
+	// writing (CREATE INDEX CONCURRENTLY): the phase is NoTransaction.
+	PhaseOnline = "online"
 )
 
 // txLockOverhead is what a phase's transaction locks besides its
@@ -117,10 +121,15 @@ func ReadLockCapacity(ctx context.Context, q querier) (LockCapacity, error) {
 //     statement first, where the move is known to be safe (see
 //     catalog.alterEnum); nothing is moved here, and a plan of ADD VALUE
 //     statements alone is one transaction like any other.
-//   - The rest is one phase if it fits the budget, else the fewest phases
-//     that do (PhaseLockBudget), each taking statements until the next
-//     would take it over. A statement over the budget on its own still
-//     runs, in a phase of its own: there is no smaller transaction.
+//   - Consecutive statements PostgreSQL refuses in a transaction block
+//     (Statement.NoTransaction) are a phase run without one
+//     (PhaseOnline), where they stand in the plan: nothing is moved, so a
+//     plan's transactional statements around them are cut in two.
+//   - Each run of the other statements is one phase if it fits the
+//     budget, else the fewest phases that do (PhaseLockBudget), each
+//     taking statements until the next would take it over. A statement
+//     over the budget on its own still runs, in a phase of its own: there
+//     is no smaller transaction.
 //
 // A phase's locks are txLockOverhead plus the distinct objects its
 // statements' Locks name: a table created and then indexed in one phase
@@ -132,13 +141,30 @@ func PlanPhases(stmts []Statement, budget int) []Phase {
 		phases = append(phases, Phase{Statements: n, Locks: estimateLocks(stmts[:n]), Reason: PhaseEnumLabels})
 		start = n
 	}
-	if start == len(stmts) {
-		return phases
+	for start < len(stmts) {
+		noTx := stmts[start].NoTransaction
+		end := start
+		for end < len(stmts) && stmts[end].NoTransaction == noTx {
+			end++
+		}
+		if noTx {
+			phases = append(phases, Phase{Statements: end - start, Locks: estimateLocks(stmts[start:end]),
+				Reason: PhaseOnline, NoTransaction: true})
+		} else {
+			phases = append(phases, cutToBudget(stmts[start:end], budget)...)
+		}
+		start = end
 	}
+	return phases
+}
+
+// cutToBudget cuts a run of transactional statements into the fewest
+// phases that each hold at most budget locks.
+func cutToBudget(stmts []Statement, budget int) []Phase {
 	var cut []Phase
 	held := map[string]bool{}
 	cur := Phase{}
-	for _, s := range stmts[start:] {
+	for _, s := range stmts {
 		added := 0
 		for _, l := range s.Locks {
 			if !held[l] {
@@ -162,7 +188,7 @@ func PlanPhases(stmts []Statement, budget int) []Phase {
 			cut[i].Reason = PhaseLockBudget
 		}
 	}
-	return append(phases, cut...)
+	return cut
 }
 
 func estimateLocks(stmts []Statement) int {

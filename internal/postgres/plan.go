@@ -38,6 +38,10 @@ type Statement struct {
 	// to cut a plan into transactions; a published plan keeps the phases,
 	// not the locks.
 	Locks []string
+	// NoTransaction: PostgreSQL refuses the statement in a transaction
+	// block (CREATE INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY), so
+	// PlanPhases puts it in a phase run without one (Phase.NoTransaction).
+	NoTransaction bool
 }
 
 // Plan is the ordered DDL that takes a live database to the desired state.

@@ -131,16 +131,28 @@ func PolicyFingerprint(spec api.PtahSchemaSpec) string {
 		Bool("allowDestructive", spec.Policy.AllowDestructive).
 		String("lockTimeout", spec.Policy.LockTimeout).
 		Strings("schemas", spec.Schemas).
+		Bool("online", spec.Policy.IsOnline()).
 		Sum()
+}
+
+// SchemaPlanRequest is what planning res asks of the catalog: its target,
+// files, scope and policy, the dev server, and how long the catalog
+// reading may wait.
+func SchemaPlanRequest(res Resource, devURL string, observeTimeout time.Duration) catalog.PlanRequest {
+	return catalog.PlanRequest{
+		TargetURL:      res.TargetURL,
+		DevURL:         devURL,
+		Files:          res.Files,
+		Schemas:        append([]string(nil), res.Schema.Spec.Schemas...),
+		LockTimeout:    res.Schema.Spec.Policy.LockTimeoutDuration(),
+		Online:         res.Schema.Spec.Policy.IsOnline(),
+		ObserveTimeout: observeTimeout,
+	}
 }
 
 // observe reads the database and the declared files once.
 func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*engine.Observation, error) {
-	lockTimeout, _ := time.ParseDuration(res.Schema.Spec.Policy.LockTimeout)
-	req := catalog.PlanRequest{
-		TargetURL: res.TargetURL, DevURL: r.DevURL, Files: res.Files,
-		Schemas: res.Schema.Spec.Schemas, LockTimeout: lockTimeout, ObserveTimeout: r.ObserveTimeout,
-	}
+	req := SchemaPlanRequest(res, r.DevURL, r.ObserveTimeout)
 	if r.OnWait != nil {
 		req.OnWait = r.OnWait(res.Schema.Name)
 	}
@@ -158,7 +170,7 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 	}
 	var phases []api.PlanPhase
 	for _, ph := range obs.Plan.Phases {
-		phases = append(phases, api.PlanPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+		phases = append(phases, api.PlanPhase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason, NoTransaction: ph.NoTransaction})
 	}
 	var capacity *api.LockCapacity
 	if len(stmts) > 0 {
@@ -211,7 +223,7 @@ func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 		p.Statements = append(p.Statements, postgres.Statement{SQL: s.SQL, Hazards: hz})
 	}
 	for _, ph := range spec.Phases {
-		p.Phases = append(p.Phases, postgres.Phase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason})
+		p.Phases = append(p.Phases, postgres.Phase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason, NoTransaction: ph.NoTransaction})
 	}
 	if c := spec.LockCapacity; c != nil {
 		p.LockCapacity = postgres.LockCapacity(*c)

@@ -34,6 +34,8 @@ package catalog_test
 //	error        optional: PlanSchema must fail, and its error must contain
 //	             every line of this file; nothing is applied
 //	destructive  optional marker: the plan must be flagged destructive
+//	offline      optional marker: plan with spec.policy.online false (every
+//	             case else plans online, the default)
 //	minversion   optional: the oldest PostgreSQL major the case runs on
 //	             (e.g. 18 for a feature 18 added); on older servers it is
 //	             skipped
@@ -101,6 +103,7 @@ type acceptanceCase struct {
 	Errors      []string // substrings the PlanSchema error must contain
 	Destructive bool
 	MinVersion  int // the oldest server major the case runs on; 0: any
+	Offline     bool
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -164,6 +167,8 @@ func parseCase(path string) (acceptanceCase, error) {
 			}
 		case "destructive":
 			c.Destructive = true
+		case "offline":
+			c.Offline = true
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -390,6 +395,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 		Files:       []catalog.SourceFile{{Name: "new.sql", SQL: c.New}},
 		Schemas:     c.Schemas,
 		LockTimeout: 5 * time.Second,
+		Online:      !c.Offline,
 	}
 	obs, err := observe(ctx, req)
 

@@ -22,18 +22,24 @@ import (
 // existing enums (ALTER TYPE ... ADD VALUE) stand outside the graph, at the
 // start of the plan (see alterEnum).
 func Diff(live, desired *Model) ([]postgres.Statement, error) {
-	stmts, _, err := diff(live, desired)
+	return DiffWith(live, desired, DiffOptions{})
+}
+
+// DiffWith is Diff, with options (an online plan).
+func DiffWith(live, desired *Model, opts DiffOptions) ([]postgres.Statement, error) {
+	stmts, _, err := diff(live, desired, opts)
 	return stmts, err
 }
 
 // diff is Diff, also returning the casts its column conversions rely on,
 // which only a server can check (checkCasts).
-func diff(live, desired *Model) ([]postgres.Statement, []cast, error) {
+func diff(live, desired *Model, opts DiffOptions) ([]postgres.Statement, []cast, error) {
 	if lv, dv := live.ServerVersion/10000, desired.ServerVersion/10000; lv != 0 && dv != 0 && lv != dv {
 		return nil, nil, fmt.Errorf("the target runs PostgreSQL %d and the dev database PostgreSQL %d, which print definitions differently: "+
 			"load the declared files on a server of the target's major (--dev-url)", lv, dv)
 	}
 	d := newDiffer(live, desired)
+	d.online = opts.Online
 	d.classify()
 	d.propagate()
 	if err := d.checkOutside(); err != nil {
@@ -142,6 +148,9 @@ type differ struct {
 	resetDefault map[ID]bool
 	// created: tables made by this plan; work on them carries no hazards.
 	created map[ID]bool
+	// online: indexes on existing tables are built and dropped
+	// concurrently (online.go).
+	online bool
 
 	nodes map[nodeKey]*node
 	alias map[nodeKey]nodeKey

@@ -78,7 +78,14 @@ func (d *differ) emitDrop(id ID, obj any) {
 	case Constraint:
 		d.add(dropKey(id), stmt(alterTable(o.Schema, o.Table)+" DROP CONSTRAINT "+ident(o.Name)))
 	case Index:
-		d.add(dropKey(id), stmt("DROP INDEX "+qname(o.Schema, o.Name)))
+		switch {
+		case d.replacesOnline(id):
+			// emitReplaceOnline drops it, once its successor is built.
+		case d.dropsOnline(id, o):
+			d.add(dropKey(id), dropIndexOnline(o))
+		default:
+			d.add(dropKey(id), stmt("DROP INDEX "+qname(o.Schema, o.Name)))
+		}
 	case View:
 		var hazards []postgres.Hazard
 		if _, recreated := d.desired.byID[id]; o.Materialized && !recreated {
@@ -189,7 +196,14 @@ func (d *differ) emitCreate(id ID, obj any) {
 		}
 		// A partitioned table's index is created ON ONLY it, as printed:
 		// each partition's is created and attached on its own.
-		d.add(k, stmt(o.Definition, d.indexHazards(id, o)...))
+		switch {
+		case d.replacesOnline(id):
+			d.emitReplaceOnline(k, id, o)
+		case d.buildsOnline(id, o):
+			d.add(k, d.createIndexOnline(id, o, o.Name))
+		default:
+			d.add(k, stmt(o.Definition, d.indexHazards(id, o)...))
+		}
 		d.comment(k, "INDEX "+qname(o.Schema, o.Name), "", o.Comment)
 	case View:
 		d.add(k, stmt(createView(o)))

@@ -32,6 +32,8 @@ type PlanRequest struct {
 	Files       []SourceFile
 	Schemas     []string // managed schemas; never "ptah"
 	LockTimeout time.Duration
+	// Online plans keep the application writing (see DiffOptions.Online).
+	Online bool
 	// ObserveTimeout bounds how long reading the target's catalog may wait
 	// for a lock, and each of its queries (DefaultObserveTimeout when 0).
 	ObserveTimeout time.Duration
@@ -79,7 +81,7 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	// the server what the model cannot tell (checkCasts).
 	var stmts []postgres.Statement
 	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, func(dev *pgx.Conn, desired *Model) error {
-		planned, casts, err := diff(live, desired)
+		planned, casts, err := diff(live, desired, DiffOptions{Online: req.Online})
 		if err != nil {
 			return err
 		}

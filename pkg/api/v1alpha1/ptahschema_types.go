@@ -191,4 +191,16 @@ type Policy struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	LockTimeout string `json:"lockTimeout,omitempty"`
+	// Online plans keep the application reading and writing while they
+	// change tables that hold rows: an index on an existing table is
+	// built, replaced and dropped CONCURRENTLY, each such statement run
+	// on its own, outside a transaction, so a plan is no longer
+	// all-or-nothing. Unset means true. false plans every change in one
+	// transaction (cut only where PostgreSQL or the lock table requires),
+	// all or nothing, holding its locks until it commits.
+	// +optional
+	Online *bool `json:"online,omitempty"`
 }
+
+// IsOnline says whether plans are online (Policy.Online, true when unset).
+func (p Policy) IsOnline() bool { return p.Online == nil || *p.Online }

@@ -83,9 +83,17 @@ type PlanPhase struct {
 	// Reason says why the phase is a transaction of its own:
 	// "enum-labels" (labels added to existing enums commit before the
 	// statements that use them), "lock-budget" (the plan locks more than
-	// one transaction may hold on the server, see LockCapacity), or empty
+	// one transaction may hold on the server, see LockCapacity), "online"
+	// (statements run without a transaction, see NoTransaction), or empty
 	// for the plan's only transaction, or its main one after enum labels.
 	Reason string `json:"reason,omitempty"`
+	// NoTransaction: the phase's statements run one at a time outside any
+	// transaction block, each committing on its own, because PostgreSQL
+	// refuses them in one (CREATE INDEX CONCURRENTLY in an online plan;
+	// reason "online"). Each is journaled before it is sent and when it
+	// ends; a run cut short in one leaves what committed, which the next
+	// plan observes.
+	NoTransaction bool `json:"noTransaction,omitempty"`
 }
 
 // LockCapacity is what sizes a server's shared lock table: one

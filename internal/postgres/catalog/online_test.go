@@ -1,0 +1,152 @@
+package catalog
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ptah-run/ptah/internal/postgres"
+)
+
+// TestOnlineIndexPlans: an online plan builds, replaces and drops the
+// indexes of tables that hold rows concurrently, each such statement run
+// without a transaction, and leaves everything else as an offline plan has
+// it.
+func TestOnlineIndexPlans(t *testing.T) {
+	t.Parallel()
+	accounts := tbl("accounts", col("id", "bigint"), col("email", "text"), col("org", "bigint"))
+	byEmail := Index{Schema: "public", Table: "accounts", Name: "accounts_email_idx", Columns: []string{"email"},
+		Definition: "CREATE INDEX accounts_email_idx ON public.accounts USING btree (email)"}
+	byEmailLower := byEmail
+	byEmailLower.Definition = "CREATE UNIQUE INDEX accounts_email_idx ON public.accounts USING btree (lower(email))"
+	invalid := byEmail
+	invalid.Invalid = true
+	onEmail := []Dep{{Object: byEmail.ID(), RefObject: ColumnID("public", "accounts", "email")}}
+	withIndex := func(ix ...Index) Model {
+		return Model{Schemas: pub(), Tables: []Table{accounts}, Indexes: ix, Deps: onEmail}
+	}
+	bare := Model{Schemas: pub(), Tables: []Table{accounts}}
+
+	type want struct {
+		sql     string
+		noTx    bool
+		hazards []postgres.Hazard
+	}
+	tests := []struct {
+		name          string
+		live, desired Model
+		online, off   []want // the online plan, and the plan when online is false
+	}{
+		{
+			name: "a new index on an existing table is built concurrently",
+			live: bare, desired: withIndex(byEmail),
+			online: []want{{"CREATE INDEX CONCURRENTLY accounts_email_idx ON public.accounts USING btree (email)", true, []postgres.Hazard{postgres.HazardBuildsIndex}}},
+			off:    []want{{byEmail.Definition, false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}}},
+		},
+		{
+			name: "a new table's index is built in the plan's transaction",
+			live: Model{Schemas: pub()}, desired: withIndex(byEmail),
+			online: []want{{"CREATE TABLE public.accounts (\n    id bigint,\n    email text,\n    org bigint\n)", false, nil}, {byEmail.Definition, false, nil}},
+		},
+		{
+			name: "an index no longer declared is dropped concurrently",
+			live: withIndex(byEmail), desired: bare,
+			online: []want{{"DROP INDEX CONCURRENTLY public.accounts_email_idx", true, nil}},
+			off:    []want{{"DROP INDEX public.accounts_email_idx", false, nil}},
+		},
+		{
+			name: "a changed index is built beside the old one and swapped in",
+			live: withIndex(byEmail), desired: withIndex(byEmailLower),
+			online: []want{
+				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_email_idx__ptah_new ON public.accounts USING btree (lower(email))", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
+				{"DROP INDEX CONCURRENTLY public.accounts_email_idx", true, nil},
+				{"ALTER INDEX public.accounts_email_idx__ptah_new RENAME TO accounts_email_idx", false, nil},
+			},
+			off: []want{
+				{"DROP INDEX public.accounts_email_idx", false, nil},
+				{byEmailLower.Definition, false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+			},
+		},
+		{
+			name: "an invalid index, left by a failed concurrent build, is replaced online",
+			live: withIndex(invalid), desired: withIndex(byEmail),
+			online: []want{
+				{"CREATE INDEX CONCURRENTLY accounts_email_idx__ptah_new ON public.accounts USING btree (email)", true, []postgres.Hazard{postgres.HazardBuildsIndex}},
+				{"DROP INDEX CONCURRENTLY public.accounts_email_idx", true, nil},
+				{"ALTER INDEX public.accounts_email_idx__ptah_new RENAME TO accounts_email_idx", false, nil},
+			},
+		},
+		{
+			name: "an index over a column whose type changes goes with it, as offline",
+			live: withIndex(byEmail),
+			desired: Model{Schemas: pub(), Tables: []Table{tbl("accounts", col("id", "bigint"), col("email", "varchar(200)"), col("org", "bigint"))},
+				Indexes: []Index{byEmailLower}, Deps: onEmail},
+			online: []want{
+				{"DROP INDEX CONCURRENTLY public.accounts_email_idx", true, nil},
+				{"ALTER TABLE public.accounts ALTER COLUMN email TYPE varchar(200) USING email::varchar(200)", false, []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_email_idx ON public.accounts USING btree (lower(email))", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
+			},
+		},
+	}
+	render := func(ws []want) string {
+		var b strings.Builder
+		for _, w := range ws {
+			fmt.Fprintf(&b, "  %s  noTx=%v %v\n", w.sql, w.noTx, w.hazards)
+		}
+		return b.String()
+	}
+	got := func(stmts []postgres.Statement) []want {
+		var out []want
+		for _, s := range stmts {
+			out = append(out, want{s.SQL, s.NoTransaction, s.Hazards})
+		}
+		return out
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, mode := range []struct {
+				online bool
+				want   []want
+			}{{true, tt.online}, {false, tt.off}} {
+				if mode.want == nil {
+					continue
+				}
+				stmts, err := DiffWith(&tt.live, &tt.desired, DiffOptions{Online: mode.online})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g := got(stmts); !reflect.DeepEqual(render(g), render(mode.want)) {
+					t.Errorf("online=%v: got\n%swant\n%s", mode.online, render(g), render(mode.want))
+				}
+			}
+		})
+	}
+}
+
+// TestPlanPhasesRunConcurrentStatementsWithoutATransaction: statements
+// PostgreSQL refuses in a transaction block get phases of their own, in
+// place, between the transactions around them.
+func TestPlanPhasesRunConcurrentStatementsWithoutATransaction(t *testing.T) {
+	t.Parallel()
+	s := func(sql string, noTx bool) postgres.Statement {
+		return postgres.Statement{SQL: sql, NoTransaction: noTx}
+	}
+	stmts := []postgres.Statement{
+		s("ALTER TYPE public.e ADD VALUE 'x'", false),
+		s("ALTER TABLE public.t ADD COLUMN b int", false),
+		s("CREATE INDEX CONCURRENTLY i ON public.t (b)", true),
+		s("CREATE INDEX CONCURRENTLY j ON public.t (a)", true),
+		s("ALTER TABLE public.t ADD COLUMN c int", false),
+		s("DROP INDEX CONCURRENTLY public.k", true),
+	}
+	var got []string
+	for _, ph := range postgres.PlanPhases(stmts, 0) {
+		got = append(got, fmt.Sprintf("%d %s noTx=%v", ph.Statements, ph.Reason, ph.NoTransaction))
+	}
+	want := []string{"1 enum-labels noTx=false", "1  noTx=false", "2 online noTx=true", "1  noTx=false", "1 online noTx=true"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("phases:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}

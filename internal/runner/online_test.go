@@ -1,0 +1,167 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/failpoint"
+	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
+)
+
+const (
+	onlineLive = `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);
+		INSERT INTO accounts SELECT g, 'user' || g || '@example.com' FROM generate_series(1, 2000) g;
+		CREATE INDEX accounts_email_idx ON accounts (email);`
+	// The index changes (lower(email)), and a column is added.
+	onlineDeclared = `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL, org int);
+		CREATE INDEX accounts_email_idx ON accounts (lower(email));`
+)
+
+// An online plan replaces a changed index beside the old one, without a
+// transaction; a run stopped dead between the new index's build and the
+// old one's drop is settled by observing, and what is left is planned
+// afresh: the old plan never runs again, and the fresh one converges,
+// dropping the half-finished replacement's leftover.
+func TestAnOnlinePlanStoppedMidPhaseIsObservedNotRerun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, onlineLive)
+	res := f.resource(api.ApplyOnApproval, onlineDeclared)
+	planned := f.run(res, PlanOnly)
+	p := planned.Plan
+	if p == nil {
+		t.Fatal("no plan published")
+	}
+	var online []api.PlanPhase
+	for _, ph := range p.Spec.Phases {
+		if ph.NoTransaction {
+			online = append(online, ph)
+		}
+	}
+	if len(online) != 1 || online[0].Statements != 2 || online[0].Reason != "online" {
+		t.Fatalf("phases %+v, want one online phase of two statements (build, drop)", p.Spec.Phases)
+	}
+	if !strings.Contains(p.Spec.Statements[len(p.Spec.Statements)-1].SQL, "RENAME TO accounts_email_idx") {
+		t.Fatalf("the plan does not end with the new index's rename:\n%v", p.Spec.Statements)
+	}
+	f.approve(p)
+
+	f.crashAt(failpoint.MidNoTxPhase, res, Apply)
+	if !f.indexExists("accounts_email_idx__ptah_new") || !f.indexExists("accounts_email_idx") {
+		t.Fatal("the stop was to leave both indexes: the new one built, the old one not yet dropped")
+	}
+	op := f.stored(res).ActiveOperation
+	if op == nil || op.DispatchedAt == nil {
+		t.Fatalf("after the crash the claim must carry the dispatch marker: %+v", op)
+	}
+	before := f.runs()
+
+	got := f.run(res, Apply)
+	st := got.Status
+	if a := st.Applied; a == nil || a.OperationID != op.ID || a.Outcome != api.OutcomeObserved {
+		t.Fatalf("the run must be settled by observation: applied %+v", st.Applied)
+	}
+	f.requireNoRerun(before, op.ID, p.UID)
+	if st.Phase != api.PhaseAwaitingApproval || got.Plan == nil || got.Plan.UID == p.UID {
+		t.Fatalf("want a fresh plan of what is left: phase %s (%s)", st.Phase, st.Message)
+	}
+	f.approve(got.Plan)
+	if done := f.run(res, Apply); done.Status.Phase != api.PhaseInSync {
+		t.Fatalf("the fresh plan, approved, converges: phase %s (%s)", done.Status.Phase, done.Status.Message)
+	}
+	if f.indexExists("accounts_email_idx__ptah_new") {
+		t.Error("the half-finished replacement's index is left behind")
+	}
+	var def string
+	if err := f.r.Target.QueryRow(context.Background(), "SELECT pg_get_indexdef('public.accounts_email_idx'::regclass)").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(def, "lower(email)") {
+		t.Errorf("accounts_email_idx is %s, want the declared lower(email)", def)
+	}
+	f.requireNoRerun(before, op.ID, p.UID)
+}
+
+// While an index is built on a table whose rows another session is
+// writing in an open transaction, a third session's insert goes through
+// at once in an online plan: the build waits for the open transaction
+// without taking a lock that queues writers. An offline plan's CREATE
+// INDEX queues for a SHARE lock behind the open transaction, and every
+// writer queues behind it: the insert waits (and here, times out).
+func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		online      bool
+		writerWaits bool
+	}{{true, false}, {false, true}} {
+		t.Run(map[bool]string{true: "online", false: "offline"}[tt.online], func(t *testing.T) {
+			t.Parallel()
+			live := `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);
+				INSERT INTO accounts SELECT g, 'user' || g FROM generate_series(1, 2000) g;`
+			f := newFixture(t, live)
+			res := f.resource(api.ApplyAlways, `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);
+				CREATE INDEX accounts_email_idx ON accounts (email);`)
+			res.Schema.Spec.Policy.Online = &tt.online
+			ctx := context.Background()
+
+			// A transaction under way on the table: it holds ROW EXCLUSIVE
+			// until it commits.
+			open := pgxConnect(t, f.url)
+			tx, err := open.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO public.accounts VALUES (100001, 'open')"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan Result, 1)
+			go func() {
+				out, err := f.r.Run(ctx, res, Apply)
+				if err != nil {
+					t.Errorf("run: %v", err)
+				}
+				done <- out
+			}()
+			// The build waits for the open transaction.
+			watcher := pgxConnect(t, f.url)
+			waitFor(t, "the index build to wait for the open transaction", func() bool {
+				var waiting bool
+				err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+					WHERE datname = current_database() AND query LIKE 'CREATE INDEX%' AND wait_event_type = 'Lock')`).Scan(&waiting)
+				return err == nil && waiting
+			})
+			// Another writer, with a second to get through.
+			writer := pgxConnect(t, f.url)
+			if _, err := writer.Exec(ctx, "SET statement_timeout = '1s'"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = writer.Exec(ctx, "INSERT INTO public.accounts VALUES (100002, 'writer')")
+			if waited := err != nil && strings.Contains(err.Error(), "statement timeout"); waited != tt.writerWaits || (err != nil && !waited) {
+				t.Errorf("online %v: the writer's insert: %v; want it to wait %v", tt.online, err, tt.writerWaits)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			out := <-done
+			if out.Status.Phase != api.PhaseInSync {
+				t.Fatalf("the plan does not converge once the transaction ends: %+v", out.Status)
+			}
+			var valid bool
+			if err := watcher.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'public.accounts_email_idx'::regclass").Scan(&valid); err != nil || !valid {
+				t.Errorf("accounts_email_idx valid %v (%v), want a valid index", valid, err)
+			}
+		})
+	}
+}
+
+func pgxConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
