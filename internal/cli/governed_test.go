@@ -481,8 +481,26 @@ func TestStatusShowsTheRunInFlight(t *testing.T) {
 	var text, planErr string
 	var planCode int
 	done := p.whenWriterWaits(tx, func(*pgx.Conn, int32) {
-		during = p.status()
-		_, text, _ = p.ptah(nil, "status")
+		// The writer waits in attempts, stepping out of the lock queue
+		// between them (postgres.Plan.LockAttempt): look until a status,
+		// and a status text, each catch it in one.
+		var seen, told bool
+		for range 200 {
+			if !seen {
+				st := p.status()
+				during = st
+				if l := st.Lease; l != nil && l.Writer != nil && l.Writer.WaitsFor != "" && len(l.Writer.BlockedBy) == 1 {
+					seen = true
+				}
+			}
+			if !told {
+				_, text, _ = p.ptah(nil, "status")
+				told = strings.Contains(text, "held by pid")
+			}
+			if seen && told {
+				break
+			}
+		}
 		planCode, _, planErr = p.ptah(nil, "plan")
 	})
 	if code, out, errs := p.ptah(nil, "apply"); code != 0 {

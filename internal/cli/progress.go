@@ -42,6 +42,16 @@ func newStepPrinter(w io.Writer, name string, live bool) *stepPrinter {
 func (p *stepPrinter) step(st postgres.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if st.Waiting != "" {
+		// The statement in flight could not take its locks in one
+		// attempt: a line of its own says whom it waits for, and the
+		// running line goes on.
+		if p.live {
+			io.WriteString(p.w, "\r\x1b[K")
+		}
+		fmt.Fprintf(p.w, "%s [%d/%d] waiting %s for %s\n", p.name, st.N, st.Total, roundDuration(st.Elapsed), st.Waiting)
+		return
+	}
 	if !st.Done {
 		p.running, p.started = &st, time.Now()
 		if p.live {

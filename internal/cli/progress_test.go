@@ -106,3 +106,26 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A statement that cannot take its locks at once says whom it waits for,
+// on a line of its own, and its own line still tells how long it ran.
+func TestStepPrinterSaysWhomAStatementWaitsFor(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	p := newStepPrinter(&log, "app", false)
+	alter := postgres.Statement{SQL: "ALTER TABLE public.t ADD COLUMN c integer"}
+	for _, st := range []postgres.Step{
+		{N: 1, Total: 1, Phase: 1, Phases: 1, Statement: alter},
+		{N: 1, Total: 1, Phase: 1, Phases: 1, Statement: alter, Elapsed: 1200 * time.Millisecond,
+			Waiting: "AccessExclusiveLock on public.t, held by pid 42 (psql, idle in transaction since 12:00:01 UTC)"},
+		{N: 1, Total: 1, Phase: 1, Phases: 1, Statement: alter, Done: true, Elapsed: 2 * time.Second},
+	} {
+		p.step(st)
+	}
+	p.finish()
+	want := "app [1/1] waiting 1.2s for AccessExclusiveLock on public.t, held by pid 42 (psql, idle in transaction since 12:00:01 UTC)\n" +
+		"app [1/1] 2s  ALTER TABLE public.t ADD COLUMN c integer\n"
+	if log.String() != want {
+		t.Errorf("log output:\n%s\nwant:\n%s", log.String(), want)
+	}
+}

@@ -128,6 +128,12 @@ type Blocker struct {
 	PID             int32  `json:"pid"`
 	ApplicationName string `json:"applicationName"`
 	State           string `json:"state"`
+	// XactStart is when its current transaction began; zero when it is in
+	// none, or when the server does not show it (another role's session,
+	// to a role without pg_read_all_stats). It is not part of the JSON
+	// documents that carry a Blocker (ptah status), whose fields are
+	// their own; Waiting words it.
+	XactStart time.Time `json:"-"`
 }
 
 // SessionActivity reads what session s is doing, nil when it is gone.
@@ -168,10 +174,14 @@ WHERE a.pid = $1 AND ($2::timestamptz IS NULL OR a.backend_start = $2 OR a.backe
 	}
 	for _, pid := range blockers {
 		b := Blocker{PID: pid}
-		err := conn.QueryRow(ctx, `SELECT coalesce(application_name, ''), coalesce(state, '') FROM pg_stat_activity WHERE pid = $1`, pid).
-			Scan(&b.ApplicationName, &b.State)
+		var xactStart *time.Time
+		err := conn.QueryRow(ctx, `SELECT coalesce(application_name, ''), coalesce(state, ''), xact_start FROM pg_stat_activity WHERE pid = $1`, pid).
+			Scan(&b.ApplicationName, &b.State, &xactStart)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("reading the session blocking %d: %w", s.PID, err)
+		}
+		if xactStart != nil {
+			b.XactStart = xactStart.UTC()
 		}
 		a.BlockedBy = append(a.BlockedBy, b)
 	}
@@ -187,27 +197,55 @@ func startOrNil(t time.Time) any {
 
 // Waiting describes what an activity waits for and who holds it, e.g.
 // "AccessShareLock on public.users, held by pid 42 (psql, idle in
-// transaction)"; "" when it waits for no lock.
+// transaction since 12:00:01 UTC)"; "" when it waits for no lock. It
+// names each session by pid, application_name, state and the start of its
+// transaction, never by what it runs.
 func (a *Activity) Waiting() string {
 	if a == nil || a.WaitsFor == "" {
 		return ""
 	}
 	var by []string
 	for _, b := range a.BlockedBy {
-		s := fmt.Sprintf("pid %d", b.PID)
-		var about []string
-		for _, x := range []string{b.ApplicationName, b.State} {
-			if x != "" {
-				about = append(about, x)
-			}
-		}
-		if len(about) > 0 {
-			s += " (" + strings.Join(about, ", ") + ")"
-		}
-		by = append(by, s)
+		by = append(by, b.String())
 	}
 	if len(by) == 0 {
 		return a.WaitsFor
 	}
 	return a.WaitsFor + ", held by " + strings.Join(by, ", ")
+}
+
+// String names the session, e.g. "pid 42 (psql, idle in transaction since
+// 12:00:01 UTC)".
+func (b Blocker) String() string {
+	s := fmt.Sprintf("pid %d", b.PID)
+	var about []string
+	for _, x := range []string{b.ApplicationName, b.state()} {
+		if x != "" {
+			about = append(about, x)
+		}
+	}
+	if len(about) > 0 {
+		s += " (" + strings.Join(about, ", ") + ")"
+	}
+	return s
+}
+
+// state is the session's state with the start of its transaction, if
+// known: how long a transaction has been open is what a person deciding
+// whether to end it wants to know.
+func (b Blocker) state() string {
+	if b.XactStart.IsZero() {
+		return b.State
+	}
+	since := b.XactStart.UTC().Format("15:04:05 UTC")
+	if time.Since(b.XactStart) > 20*time.Hour {
+		since = b.XactStart.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	switch {
+	case strings.HasSuffix(b.State, "in transaction") || strings.HasSuffix(b.State, "in transaction (aborted)"):
+		return b.State + " since " + since
+	case b.State == "":
+		return "in a transaction since " + since
+	}
+	return b.State + ", in a transaction since " + since
 }

@@ -119,12 +119,21 @@ func (w *Writer) startNoTx(ctx context.Context, p phaseRun, i int, checkHistory 
 // the statements after it, as in psql) and reset after its last (see
 // resetSession), and under the deadline, armed for this statement alone
 // (reset by completeNoTx, or resetSession after a failure).
+//
+// It makes one attempt, under the preamble's lock_timeout, the plan's
+// whole LockTimeout: unlike a statement of a transactional phase (see
+// Writer.execInAttempts) it is not retried after a lock timeout. There is
+// no savepoint to step back to outside a transaction block, and a
+// statement PostgreSQL runs in several transactions of its own, CREATE
+// INDEX CONCURRENTLY, cut short by a lock timeout leaves an invalid index
+// behind: a retry would fail on it, or build it twice.
 func (w *Writer) sendNoTx(ctx context.Context, p phaseRun, i int) error {
 	class, total, s := failureClass(i), len(p.plan.Statements), p.plan.Statements[i]
-	if err := w.armNoTx(ctx, p.plan, i == p.from); err != nil {
+	a, err := w.armNoTx(ctx, p.plan, i == p.from)
+	if err != nil {
 		return fmt.Errorf("%w: before statement %d/%d: %w", class, i+1, total, err)
 	}
-	_, err := w.conn.Exec(ctx, s.SQL)
+	_, err = w.conn.Exec(ctx, s.SQL)
 	switch {
 	case err == nil:
 		return nil
@@ -133,7 +142,7 @@ func (w *Writer) sendNoTx(ctx context.Context, p phaseRun, i int) error {
 		return fmt.Errorf("%w: statement %d/%d was not sent: %w", class, i+1, total, err)
 	case statementAnswered(w.conn, err):
 		return &StatementError{Step: i + 1, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL,
-			Committed: i, NoTransaction: true, Err: w.deadlineStruck(ctx, err)}
+			Committed: i, NoTransaction: true, Err: w.deadlineStruck(ctx, err, a)}
 	}
 	return fmt.Errorf("%w: statement %d/%d, run without a transaction, was in flight when the session was lost: "+
 		"it may or may not have taken effect, and the server may still be running it: %w\n%s",
@@ -191,18 +200,19 @@ func (w *Writer) completeNoTx(ctx context.Context, p phaseRun, i int) (err error
 }
 
 // armNoTx applies the plan's preamble to the session (first: before the
-// phase's first statement), and arms the deadline for the next statement
+// phase's first statement), and arms the deadline, and the plan's
+// StatementTimeout when it is set and the smaller, for the next statement
 // (armStatementDeadline): a statement outside a transaction block has no
 // transaction to scope them to.
-func (w *Writer) armNoTx(ctx context.Context, plan *Plan, first bool) error {
+func (w *Writer) armNoTx(ctx context.Context, plan *Plan, first bool) (armed, error) {
 	if first {
 		for _, set := range plan.Preamble() {
 			if _, err := w.conn.Exec(ctx, set); err != nil {
-				return fmt.Errorf("applying %q: %w", set, err)
+				return armed{}, fmt.Errorf("applying %q: %w", set, err)
 			}
 		}
 	}
-	return armStatementDeadline(ctx, w.conn, w.deadline)
+	return armStatementDeadline(ctx, w.conn, w.deadline, plan.StatementTimeout)
 }
 
 // resetSession undoes armNoTx, the preamble and the statement timeout, so

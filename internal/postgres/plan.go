@@ -20,6 +20,10 @@ const (
 	HazardBlocksWrites Hazard = "blocks-writes"
 	// HazardBuildsIndex: an index is built over an existing table's rows.
 	HazardBuildsIndex Hazard = "builds-index-on-existing-table"
+	// HazardScansTable: the statement reads every row of an existing
+	// table (a constraint's validation), under a lock that lets reads and
+	// writes go on: it takes time and I/O, not the table.
+	HazardScansTable Hazard = "scans-table"
 	// HazardMayFail: rows already in the table may make the statement fail
 	// (a new constraint, NOT NULL, a type conversion).
 	HazardMayFail Hazard = "may-fail-on-existing-data"
@@ -56,8 +60,32 @@ type Plan struct {
 	LockCapacity LockCapacity
 	// Destructive is true when any statement deletes data.
 	Destructive bool
-	// LockTimeout bounds how long each statement waits for a lock.
+	// LockTimeout is each statement's budget for lock waits: how long, in
+	// all, it may wait for its locks before the plan fails with a lock
+	// timeout (IsLockTimeout). A statement of a transactional phase spends
+	// it in attempts (see LockAttempt); one of a no-transaction phase, and
+	// every statement of the script psql runs (Script), in one.
 	LockTimeout time.Duration
+	// LockAttempt is how long one attempt of a statement of a
+	// transactional phase may wait for its locks. A statement that waits
+	// for a strong lock (ALTER TABLE takes ACCESS EXCLUSIVE) behind an open
+	// transaction holds up, for as long as it waits, every session that
+	// asks for the table after it, readers included: PostgreSQL queues
+	// them behind it. So the writer waits one attempt at most, then steps
+	// out of the queue (rolls the statement back to a savepoint taken just
+	// before it) so that those sessions go through, backs off, and tries
+	// again, until LockTimeout is spent (see Writer.execInAttempts).
+	//
+	// 0 means 100ms. A negative value, or one of LockTimeout or more,
+	// means one attempt of LockTimeout, as psql would make.
+	LockAttempt time.Duration
+	// StatementTimeout, when set, bounds how long each statement may run,
+	// its lock waits included (PostgreSQL's statement_timeout), each
+	// attempt afresh. The run's deadline bounds every statement anyway:
+	// the smaller of the two applies. 0: the deadline only; a CREATE
+	// INDEX CONCURRENTLY, say, then runs for as long as the deadline
+	// allows.
+	StatementTimeout time.Duration
 	// History names the migration history the phases' history rows go
 	// to, and the one the plan expects to find; nil for a plan that
 	// records none (a schema plan).
@@ -85,12 +113,19 @@ type PlanHistory struct {
 }
 
 // Preamble returns the session settings every statement of the plan runs
-// under, as SET statements.
+// under, as SET statements. Its lock_timeout is the whole budget,
+// LockTimeout: psql, which runs it as is (Script), makes one attempt per
+// statement; the writer, in a transactional phase, sets each attempt's
+// over it (see LockAttempt).
 func (p *Plan) Preamble() []string {
 	pre := []string{
 		fmt.Sprintf("SET lock_timeout = '%dms'", p.LockTimeout.Milliseconds()),
 		// Function bodies may name objects created later in the plan.
 		"SET check_function_bodies = false",
+	}
+	if p.StatementTimeout > 0 {
+		// The writer arms each statement's over it (see armStatement).
+		pre = append(pre, fmt.Sprintf("SET statement_timeout = '%dms'", p.StatementTimeout.Milliseconds()))
 	}
 	if p.SearchPath != "" {
 		pre = append(pre, "SET search_path = "+p.SearchPath)

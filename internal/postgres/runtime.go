@@ -246,33 +246,79 @@ func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) 
 		settings = `concat(set_config('statement_timeout', t.arm::text, true),
 		set_config('idle_in_transaction_session_timeout', t.arm::text, true))`
 	}
-	return arm(ctx, q, deadline, settings)
+	_, err := arm(ctx, q, deadline, 0, settings)
+	return err
+}
+
+// armStatement is armDeadline inside the plan's transaction, for the next
+// attempt of a plan statement: its statement_timeout is the smaller of the
+// time left and limit, the plan's StatementTimeout (0 for none), and, when
+// lock is not 0, its lock_timeout is lock (one attempt's, see
+// Plan.LockAttempt). All are scoped to the transaction (or, set after a
+// savepoint, to it: rolling back to the savepoint undoes them).
+func armStatement(ctx context.Context, q querier, deadline time.Time, limit, lock time.Duration) (armed, error) {
+	settings := `concat(set_config('statement_timeout', t.stmt::text, true),
+		set_config('idle_in_transaction_session_timeout', t.arm::text, true)`
+	if lock > 0 {
+		// An integer, written by us: safe to inline.
+		settings += fmt.Sprintf(`, set_config('lock_timeout', '%dms', true)`, max(lock.Milliseconds(), 1))
+	}
+	return arm(ctx, q, deadline, limit, settings+")")
 }
 
 // armStatementDeadline arms the deadline for the next statement only, run
 // outside a transaction block (a statement of a no-transaction phase): a
-// statement_timeout at session level, the time left, which the caller
-// resets as soon as the statement has returned (see Writer.completeNoTx
-// and Writer.resetSession), so that the journal writes after it carry
-// none.
-func armStatementDeadline(ctx context.Context, conn *pgx.Conn, deadline time.Time) error {
-	return arm(ctx, conn, deadline, `set_config('statement_timeout', t.arm::text, false)`)
+// statement_timeout at session level, the time left, or limit (the plan's
+// StatementTimeout) when that is smaller, which the caller resets as soon
+// as the statement has returned (see Writer.completeNoTx and
+// Writer.resetSession), so that the journal writes after it carry none.
+func armStatementDeadline(ctx context.Context, conn *pgx.Conn, deadline time.Time, limit time.Duration) (armed, error) {
+	return arm(ctx, conn, deadline, limit, `set_config('statement_timeout', t.stmt::text, false)`)
 }
 
-func arm(ctx context.Context, q querier, deadline time.Time, settings string) error {
+// armed is what arm set.
+type armed struct {
+	// left is the time that was left before the deadline, on the server's
+	// clock, when the client asked at at (on its own clock).
+	left time.Duration
+	at   time.Time
+	// limit is the statement's own limit (the plan's StatementTimeout)
+	// when it, not the deadline, is the statement_timeout armed: a
+	// cancellation is then that limit striking, not the deadline.
+	limit time.Duration
+}
+
+// deadline is the run's deadline on the client's clock, as near as the
+// client can tell, and no later: the server, which enforces it, decides.
+func (a armed) deadline() time.Time { return a.at.Add(a.left) }
+
+// arm applies settings, an SQL expression over t.arm (the time left before
+// deadline, in milliseconds, at least 1 and at most maxTimeoutMS) and
+// t.stmt (the smaller of that and limit; t.arm when limit is 0).
+func arm(ctx context.Context, q querier, deadline time.Time, limit time.Duration, settings string) (armed, error) {
+	limitMS := int64(maxTimeoutMS)
+	if limit > 0 {
+		limitMS = min(max(limit.Milliseconds(), 1), limitMS)
+	}
 	var leftMS int64
+	var limited bool
+	at := time.Now()
 	err := q.QueryRow(ctx, `
-SELECT t.ms, `+settings+`
-FROM (SELECT s.ms, least(greatest(s.ms, 1), $2) AS arm
+SELECT t.ms, t.stmt < t.arm, `+settings+`
+FROM (SELECT s.ms, least(greatest(s.ms, 1), $2) AS arm, least(greatest(s.ms, 1), $2, $3) AS stmt
       FROM (SELECT ceil(extract(epoch FROM $1::timestamptz - clock_timestamp()) * 1000)::bigint AS ms) s) t`,
-		deadline, int64(maxTimeoutMS)).Scan(&leftMS, nil)
+		deadline, int64(maxTimeoutMS), limitMS).Scan(&leftMS, &limited, nil)
 	if err != nil {
-		return fmt.Errorf("arming the deadline: %w", err)
+		return armed{}, fmt.Errorf("arming the deadline: %w", err)
 	}
 	if leftMS <= 0 {
-		return fmt.Errorf("%w (%s)", ErrDeadlinePassed, deadline.UTC().Format(time.RFC3339))
+		return armed{}, fmt.Errorf("%w (%s)", ErrDeadlinePassed, deadline.UTC().Format(time.RFC3339))
 	}
-	return nil
+	a := armed{left: time.Duration(leftMS) * time.Millisecond, at: at}
+	if limited {
+		a.limit = limit
+	}
+	return a, nil
 }
 
 // disarmDeadline lifts the idle timeout, for work that must still be done

@@ -153,7 +153,10 @@ func (w *Writer) release(ctx context.Context, conn *pgx.Conn) error {
 // Step is one statement of a plan as the writer runs it, reported twice:
 // when it starts (Done false) and once it has run (Done true, with the time
 // it took). A statement that fails is reported only as started; Execute's
-// error says how it ended.
+// error says how it ended. In between, a statement that waits for its
+// locks may be reported waiting (Waiting set, Done false), about once a
+// second, and whenever the sessions it waits for change: it is not
+// starting again.
 type Step struct {
 	N, Total      int // N is 1-based, in plan order
 	Phase, Phases int // the phase it runs in (1-based), of the plan's
@@ -165,14 +168,25 @@ type Step struct {
 	// Version is the migration history version of its phase, if any.
 	Version string
 	Done    bool
-	Elapsed time.Duration // when Done: how long the statement ran
+	// Elapsed is, when Done, how long the statement ran; when Waiting, how
+	// long it has tried to take its locks.
+	Elapsed time.Duration
+	// Waiting, when set, says the statement could not take its locks in
+	// an attempt, and that the writer has stepped out of the lock queue
+	// and is backing off before the next (see Plan.LockAttempt). It says
+	// what the statement waits for and who holds it, as Activity.Waiting
+	// words it, e.g. "AccessExclusiveLock on public.t, held by pid 42
+	// (psql, idle in transaction since 12:00:01 UTC)"; or "a lock" when
+	// the holder could not be seen (yet).
+	Waiting string
 }
 
 // ProgressFunc hears of each statement of a plan as it starts and once it
-// has run. It is called with the statement's transaction open (for a
-// statement run without a transaction, with none open, just before it is
-// sent and after its completion was journaled): it must be quick and must
-// not use the Writer.
+// has run, and of its waits for locks in between (Step.Waiting). It is
+// called with the statement's transaction open (for a statement run
+// without a transaction, with none open, just before it is sent and after
+// its completion was journaled): it must be quick and must not use the
+// Writer.
 type ProgressFunc func(Step)
 
 // StatementError is a plan statement PostgreSQL refused. The transaction it
@@ -264,6 +278,15 @@ func committedPhases(n int) string {
 // and arms the deadline (see armDeadline), so neither a lost lease nor a
 // passed deadline lets a statement start.
 //
+// A statement of a transactional phase takes its locks in short attempts
+// (Plan.LockAttempt), each rolled back to a savepoint taken just before
+// the statement when it times out waiting, so that the writer never sits
+// in PostgreSQL's lock queue, ahead of the application's sessions, for
+// longer than one attempt; it tries again until the plan's LockTimeout is
+// spent, and progress hears whom it waits for (Step.Waiting). A statement
+// run without a transaction makes one attempt of LockTimeout (see
+// Writer.sendNoTx).
+//
 // After any crash the journal is exact about transactions: a transactional
 // phase committed if and only if its steps are committed, and the whole
 // plan if and only if the run succeeded. A statement run without a
@@ -291,6 +314,8 @@ func committedPhases(n int) string {
 //     refused; recorded as failed when the session still allows it. (A
 //     refused statement that PostgreSQL runs in several transactions of
 //     its own, CREATE INDEX CONCURRENTLY, may leave an invalid index.)
+//     A statement whose lock timeout was spent in attempts has a
+//     *LockWaitError as its cause, which IsLockTimeout reports.
 //   - ErrPartiallyApplied (a *StatementError with Committed > 0, or a
 //     failure around the statements): part of the plan committed (phases,
 //     or statements of a no-transaction phase), then a later part failed
@@ -469,7 +494,7 @@ func (w *Writer) runTx(ctx context.Context, p phaseRun, progress ProgressFunc) (
 			progress(step)
 		}
 		started := time.Now()
-		if err := w.runStatement(ctx, tx, p, i+1, step.Statement); err != nil {
+		if err := w.runStatement(ctx, tx, p, step, progress); err != nil {
 			return err
 		}
 		if progress != nil {
@@ -569,30 +594,47 @@ func (w *Writer) expectHistory(ctx context.Context, tx pgx.Tx, plan *Plan) error
 	return nil
 }
 
-func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step int, s Statement) error {
-	class, total := failureClass(p.from), len(p.plan.Statements)
-	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
-		return fmt.Errorf("%w: before statement %d/%d: %w", class, step, total, err)
+// runStatement runs one statement of a transactional phase in tx, after
+// its journal step: in attempts (see Writer.execInAttempts) when the plan
+// makes them, or else in one, under the preamble's lock_timeout.
+func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step Step, progress ProgressFunc) error {
+	class, total, s := failureClass(p.from), len(p.plan.Statements), step.Statement
+	a, err := armStatement(ctx, tx, w.deadline, p.plan.StatementTimeout, 0)
+	if err != nil {
+		return fmt.Errorf("%w: before statement %d/%d: %w", class, step.N, total, err)
 	}
-	if err := recordStepStart(ctx, tx, w.operationID, step, p.phase, s.SQL, p.version(), false); err != nil {
-		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step, total, err)
+	if err := recordStepStart(ctx, tx, w.operationID, step.N, p.phase, s.SQL, p.version(), false); err != nil {
+		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step.N, total, err)
+	}
+	if p.plan.lockAttempt() > 0 && mayQueueForLock(s.SQL) {
+		return w.execInAttempts(ctx, tx, p, step, a, progress)
 	}
 	if _, err := tx.Exec(ctx, s.SQL); err != nil {
-		return &StatementError{Step: step, Total: total, Phase: p.phase, Phases: p.phases, SQL: s.SQL,
-			Committed: p.from, Err: w.deadlineStruck(ctx, err)}
+		return p.refused(step.N, w.deadlineStruck(ctx, err, a))
 	}
 	return nil
 }
 
+// refused is the *StatementError of statement n (1-based) of a
+// transactional phase: its transaction rolls back.
+func (p phaseRun) refused(n int, err error) *StatementError {
+	return &StatementError{Step: n, Total: len(p.plan.Statements), Phase: p.phase, Phases: p.phases,
+		SQL: p.plan.Statements[n-1].SQL, Committed: p.from, Err: err}
+}
+
 // deadlineStruck words a statement's cancellation as the deadline
-// striking: the only statement timeout the writer sets is the time left
-// before its deadline, on the server's clock (armDeadline), so a
-// cancellation nobody asked for (the caller's context is live) is that.
-func (w *Writer) deadlineStruck(ctx context.Context, err error) error {
-	if IsQueryCanceled(err) && ctx.Err() == nil {
-		return fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
+// striking, or as the plan's StatementTimeout when that is what a armed
+// (see armStatement): the only statement timeout the writer sets is the
+// smaller of the two, on the server's clock, so a cancellation nobody
+// asked for (the caller's context is live) is that.
+func (w *Writer) deadlineStruck(ctx context.Context, err error, a armed) error {
+	switch {
+	case !IsQueryCanceled(err) || ctx.Err() != nil:
+		return err
+	case a.limit > 0:
+		return fmt.Errorf("the statement ran past the plan's statement timeout (%s): %w", a.limit, err)
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrDeadlinePassed, err)
 }
 
 // commitError classifies the result of COMMIT. An answer from the server

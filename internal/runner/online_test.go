@@ -84,12 +84,13 @@ func TestAnOnlinePlanStoppedMidPhaseIsObservedNotRerun(t *testing.T) {
 	f.requireNoRerun(before, op.ID, p.UID)
 }
 
-// While an index is built on a table whose rows another session is
-// writing in an open transaction, a third session's insert goes through
-// at once in an online plan: the build waits for the open transaction
-// without taking a lock that queues writers. An offline plan's CREATE
-// INDEX queues for a SHARE lock behind the open transaction, and every
-// writer queues behind it: the insert waits (and here, times out).
+// An online plan builds an index on a table the application writes in a
+// phase of its own, committed on its own: while the rest of the plan
+// waits for a lock elsewhere (a trigger on another table, behind a
+// transaction writing there), the indexed table is free, and an insert
+// goes through at once. An offline plan builds it in its transaction,
+// which holds the index's SHARE lock for as long as the plan runs: the
+// insert waits for the whole wait elsewhere (here, it times out).
 func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -99,21 +100,25 @@ func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
 		t.Run(map[bool]string{true: "online", false: "offline"}[tt.online], func(t *testing.T) {
 			t.Parallel()
 			live := `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);
-				INSERT INTO accounts SELECT g, 'user' || g FROM generate_series(1, 2000) g;`
+				INSERT INTO accounts SELECT g, 'user' || g FROM generate_series(1, 2000) g;
+				CREATE TABLE audit (id int);`
 			f := newFixture(t, live)
 			res := f.resource(api.ApplyAlways, `CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);
-				CREATE INDEX accounts_email_idx ON accounts (email);`)
+				CREATE INDEX accounts_email_idx ON accounts (email);
+				CREATE TABLE audit (id int);
+				CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+				CREATE TRIGGER audit_noop BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION noop();`)
 			res.Schema.Spec.Policy.Online = &tt.online
 			ctx := context.Background()
 
-			// A transaction under way on the table: it holds ROW EXCLUSIVE
-			// until it commits.
+			// A transaction under way on audit holds ROW EXCLUSIVE there
+			// until it commits: CREATE TRIGGER waits for it.
 			open := pgxConnect(t, f.url)
 			tx, err := open.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO public.accounts VALUES (100001, 'open')"); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO public.audit VALUES (1)"); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan Result, 1)
@@ -124,29 +129,28 @@ func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
 				}
 				done <- out
 			}()
-			// The build waits for the open transaction.
 			watcher := pgxConnect(t, f.url)
-			waitFor(t, "the index build to wait for the open transaction", func() bool {
+			waitFor(t, "the trigger to wait for the open transaction", func() bool {
 				var waiting bool
 				err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-					WHERE datname = current_database() AND query LIKE 'CREATE INDEX%' AND wait_event_type = 'Lock')`).Scan(&waiting)
+					WHERE datname = current_database() AND query LIKE 'CREATE TRIGGER%' AND wait_event_type = 'Lock')`).Scan(&waiting)
 				return err == nil && waiting
 			})
-			// Another writer, with a second to get through.
+			// A writer of accounts, with a second to get through.
 			writer := pgxConnect(t, f.url)
 			if _, err := writer.Exec(ctx, "SET statement_timeout = '1s'"); err != nil {
 				t.Fatal(err)
 			}
 			_, err = writer.Exec(ctx, "INSERT INTO public.accounts VALUES (100002, 'writer')")
 			if waited := err != nil && strings.Contains(err.Error(), "statement timeout"); waited != tt.writerWaits || (err != nil && !waited) {
-				t.Errorf("online %v: the writer's insert: %v; want it to wait %v", tt.online, err, tt.writerWaits)
+				t.Errorf("online %v: the insert into accounts: %v; want it to wait %v", tt.online, err, tt.writerWaits)
 			}
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
 			out := <-done
 			if out.Status.Phase != api.PhaseInSync {
-				t.Fatalf("the plan does not converge once the transaction ends: %+v", out.Status)
+				t.Fatalf("the plan does not converge once the transaction ends: %s (%s)", out.Status.Phase, out.Status.Message)
 			}
 			var valid bool
 			if err := watcher.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'public.accounts_email_idx'::regclass").Scan(&valid); err != nil || !valid {

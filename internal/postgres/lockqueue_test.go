@@ -1,0 +1,378 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ptah-run/ptah/internal/pgtest"
+)
+
+// holderApp is the application_name of the session holding the lock the
+// plan waits for in these tests.
+const holderApp = "lockq-holder"
+
+// lockTableT creates table public.t with a row, and opens a session,
+// named holderApp, whose open transaction holds ROW EXCLUSIVE on it, as
+// an application's transaction that wrote to it does: it blocks ALTER
+// TABLE, and not readers. It returns the transaction and its pid; the
+// transaction ends with the test, if not before.
+func lockTableT(t *testing.T, url string) (pgx.Tx, int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	execSQL(t, dial(t, url), "CREATE TABLE public.t (id integer); INSERT INTO public.t VALUES (1)")
+	holder := dial(t, url)
+	execSQL(t, holder, "SET application_name = '"+holderApp+"'")
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE public.t IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx, int32(holder.PgConn().PID())
+}
+
+// waitUntilWaiting returns once session pid waits for a lock.
+func waitUntilWaiting(t *testing.T, observer *pgx.Conn, pid int32) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		a, err := PIDActivity(testCtx(t), observer, uint32(pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Waiting() != "" {
+			return
+		}
+	}
+	t.Fatalf("session %d never waited for a lock", pid)
+}
+
+// executeAsync runs plan on w in a goroutine, and returns where its error
+// arrives. However the test ends, the holder's transaction ends and
+// Execute returns before the writer is released.
+func executeAsync(t *testing.T, w *Writer, plan *Plan, progress ProgressFunc, holder pgx.Tx) <-chan error {
+	ctx := testCtx(t)
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		done <- w.Execute(ctx, "plan-1", plan, progress)
+	}()
+	t.Cleanup(func() {
+		_ = holder.Rollback(context.Background())
+		<-finished
+	})
+	return done
+}
+
+// waits collects the Waiting reports progress hears, from the goroutine
+// Execute runs in.
+type waits struct {
+	mu      sync.Mutex
+	reports []string
+	first   chan struct{} // closed at the first report
+}
+
+func newWaits() *waits { return &waits{first: make(chan struct{})} }
+
+func (w *waits) progress(st Step) {
+	if st.Waiting == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.reports) == 0 {
+		close(w.first)
+	}
+	w.reports = append(w.reports, fmt.Sprintf("%d: %s", st.N, st.Waiting))
+}
+
+func (w *waits) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.reports...)
+}
+
+// TestLockAttemptsLetReadersThrough: an ALTER TABLE that waits for its
+// lock behind an application's open transaction does not queue the
+// application's readers behind it for long. Made in attempts of 100ms
+// (the default), not one of its readers' SELECTs, allowed 400ms, times
+// out; made in one attempt of the whole lock timeout, as psql would,
+// they do. Either way the plan completes once the transaction ends.
+func TestLockAttemptsLetReadersThrough(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		attempt       time.Duration
+		readersQueued bool
+	}{
+		{name: "in attempts", attempt: 0, readersQueued: false},
+		{name: "in one attempt", attempt: -1, readersQueued: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.NewDB(t)
+			ctx := testCtx(t)
+			observer := dial(t, url)
+			holder, _ := lockTableT(t, url)
+			w := openWriter(t, url, testDigest, "op-1")
+			plan := planOf("ALTER TABLE public.t ADD COLUMN c integer")
+			plan.LockTimeout, plan.LockAttempt = 3*time.Second, tc.attempt
+			heard := newWaits()
+			done := executeAsync(t, w, plan, heard.progress, holder)
+			waitUntilWaiting(t, observer, w.Session().PID)
+
+			reader := dial(t, url)
+			execSQL(t, reader, "SET statement_timeout = '400ms'")
+			reads, queued := 0, 0
+			for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				var n int
+				err := reader.QueryRow(ctx, "SELECT count(*) FROM public.t").Scan(&n)
+				switch {
+				case IsQueryCanceled(err):
+					queued++
+				case err != nil:
+					t.Fatal(err)
+				}
+				reads++
+			}
+			if err := holder.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Execute = %v, want the plan done once the transaction ended", err)
+			}
+
+			if tc.readersQueued && queued == 0 {
+				t.Errorf("in one attempt, none of %d reads queued behind the ALTER; the test proves nothing", reads)
+			}
+			if !tc.readersQueued && queued > 0 {
+				t.Errorf("%d of %d reads timed out queued behind the ALTER", queued, reads)
+			}
+			if got := heard.all(); tc.readersQueued == (len(got) > 0) {
+				t.Errorf("waiting reports %q", got)
+			}
+			var column bool
+			if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+				WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
+				t.Errorf("column t.c exists: %v (%v)", column, err)
+			}
+		})
+	}
+}
+
+// TestLockBudgetSpentNamesTheBlockers: a statement whose lock is never
+// free fails once its LockTimeout is spent, in attempts, as a lock
+// timeout fails (ErrPlanFailed, a *StatementError, IsLockTimeout), with a
+// message naming the session it waited for (pid, application_name, since
+// when its transaction is open) and not what that session ran; the
+// journal records the failure as it does any; progress heard whom it
+// waited for while it did.
+func TestLockBudgetSpentNamesTheBlockers(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	_, holderPID := lockTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf("ALTER TABLE public.t ADD COLUMN c integer")
+	plan.LockTimeout = time.Second
+	heard := newWaits()
+	began := time.Now()
+	err := w.Execute(ctx, "plan-1", plan, heard.progress)
+	if took := time.Since(began); took > 30*time.Second {
+		t.Errorf("Execute took %s with a lock timeout of 1s", took)
+	}
+
+	var stmtErr *StatementError
+	var waitErr *LockWaitError
+	if !errors.Is(err, ErrPlanFailed) || !errors.As(err, &stmtErr) || !IsLockTimeout(err) || !errors.As(err, &waitErr) {
+		t.Fatalf("Execute = %v, want a lock timeout, spent in attempts", err)
+	}
+	holder := fmt.Sprintf("pid %d (%s, idle in transaction since ", holderPID, holderApp)
+	if stmtErr.Step != 1 || waitErr.Attempts < 2 || waitErr.WaitsFor != "AccessExclusiveLock on public.t" ||
+		!strings.Contains(err.Error(), holder) || strings.Contains(err.Error(), "ROW EXCLUSIVE MODE") {
+		t.Errorf("Execute = %v (%d attempts); want it to name %s... and not its query", err, waitErr.Attempts, holder)
+	}
+	if got := heard.all(); len(got) == 0 || !strings.Contains(strings.Join(got, "\n"), holder) {
+		t.Errorf("waiting reports %q, want one naming %s...", got, holder)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if run.Outcome != RunFailed || len(run.Steps) != 0 || !strings.Contains(run.Error, "statement 1/1 failed") ||
+		!strings.Contains(run.Error, "55P03") || !strings.Contains(run.Error, holder) {
+		t.Errorf("run = %+v, want failed with the lock timeout, naming the holder", run)
+	}
+}
+
+// TestLockRetryKeepsTheStatementsBeforeIt: a retry rolls back only the
+// attempt that failed, to a savepoint taken just before it: the statement
+// before it in the same transaction, and the journal steps of both, stay;
+// once the lock is free, both take effect, each journaled once.
+func TestLockRetryKeepsTheStatementsBeforeIt(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	holder, _ := lockTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := planOf("CREATE TABLE public.u (id integer)", "ALTER TABLE public.t ADD COLUMN c integer")
+	plan.LockTimeout = 20 * time.Second
+	heard := newWaits()
+	done := executeAsync(t, w, plan, heard.progress, holder)
+	select {
+	case <-heard.first:
+	case err := <-done:
+		t.Fatalf("Execute = %v before any attempt failed", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no attempt of the ALTER failed and was retried")
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Execute = %v", err)
+	}
+	if got := strings.Join(relations(t, observer), ","); got != "t,u" {
+		t.Errorf("relations %s, want t,u", got)
+	}
+	var column bool
+	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
+		t.Errorf("column t.c exists: %v (%v)", column, err)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if !run.Committed() || len(run.Steps) != 2 {
+		t.Fatalf("run = %+v, want succeeded with 2 steps", run)
+	}
+	for i, s := range run.Steps {
+		if s.Step != i+1 || s.Statement != plan.Statements[i].SQL || s.CommittedAt == nil {
+			t.Errorf("step %d = %+v", i+1, s)
+		}
+	}
+}
+
+// TestNoTransactionPhaseMakesOneAttempt: a statement of a no-transaction
+// phase is never retried (a CREATE INDEX CONCURRENTLY cut short leaves an
+// invalid index): blocked, it fails with the lock timeout of its one
+// attempt, not a *LockWaitError, and progress hears of no wait.
+func TestNoTransactionPhaseMakesOneAttempt(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	lockTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := withPhases(planOf("ALTER TABLE public.t ADD COLUMN c integer"), -1)
+	plan.LockTimeout = time.Second
+	heard := newWaits()
+	err := w.Execute(ctx, "plan-1", plan, heard.progress)
+	var stmtErr *StatementError
+	var waitErr *LockWaitError
+	if !errors.As(err, &stmtErr) || !stmtErr.NoTransaction || !IsLockTimeout(err) || errors.As(err, &waitErr) {
+		t.Fatalf("Execute = %v, want the lock timeout of one attempt", err)
+	}
+	if got := heard.all(); len(got) > 0 {
+		t.Errorf("waiting reports %q, want none", got)
+	}
+}
+
+// TestStatementTimeoutIsTheSmallerOfItAndTheDeadline: a statement runs
+// under the plan's StatementTimeout when it ends before the deadline, in
+// a transaction and outside one, and a statement it cuts short says so,
+// and not that the deadline passed; under the deadline's when that is
+// the sooner.
+func TestStatementTimeoutIsTheSmallerOfItAndTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, noTx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in a transaction", true: "without one"}[noTx], func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.NewDB(t)
+			ctx := testCtx(t)
+			observer := dial(t, url)
+			w, err := OpenWriter(ctx, url, testDigest, "op-1", "", time.Now().Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Release(ctx)
+			plan := planOf(
+				"CREATE TABLE public.a AS SELECT current_setting('statement_timeout') AS st",
+				"SELECT pg_sleep(10)",
+			)
+			plan.StatementTimeout = 700 * time.Millisecond
+			if noTx {
+				withPhases(plan, -2)
+			}
+			err = w.Execute(ctx, "plan-1", plan, nil)
+			var stmtErr *StatementError
+			if !errors.As(err, &stmtErr) || stmtErr.Step != 2 || !IsQueryCanceled(err) || errors.Is(err, ErrDeadlinePassed) ||
+				!strings.Contains(err.Error(), "statement timeout (700ms)") {
+				t.Fatalf("Execute = %v, want statement 2 cut short by the statement timeout", err)
+			}
+			if noTx {
+				var st string
+				if err := observer.QueryRow(ctx, "SELECT st FROM public.a").Scan(&st); err != nil || st != "700ms" {
+					t.Errorf("statement 1 ran with statement_timeout %q (%v), want 700ms", st, err)
+				}
+			}
+
+			// The deadline, a minute away, is the sooner of it and an hour.
+			w2, err := OpenWriter(ctx, url, testDigest+"2", "op-2", "", time.Now().Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w2.Release(ctx)
+			plan = planOf("CREATE TABLE public.b AS SELECT current_setting('statement_timeout')::interval AS st")
+			plan.StatementTimeout = time.Hour
+			if noTx {
+				withPhases(plan, -1)
+			}
+			if err := w2.Execute(ctx, "plan-2", plan, nil); err != nil {
+				t.Fatal(err)
+			}
+			var ms int64
+			if err := observer.QueryRow(ctx, "SELECT (extract(epoch FROM st) * 1000)::bigint FROM public.b").Scan(&ms); err != nil {
+				t.Fatal(err)
+			}
+			if st := time.Duration(ms) * time.Millisecond; st <= 0 || st > time.Minute {
+				t.Errorf("with a deadline a minute away and a statement timeout of an hour, the statement ran with statement_timeout %s", st)
+			}
+		})
+	}
+}
+
+func TestMayQueueForLock(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"ALTER TABLE public.t ADD COLUMN c int":                                        true,
+		"  -- why\nalter table t drop column c":                                        true,
+		"/* a */ DROP INDEX public.i":                                                  true,
+		"CREATE INDEX i ON public.t (a)":                                               true,
+		"CREATE UNIQUE INDEX i ON public.t (a)":                                        true,
+		"CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()":       true,
+		"CREATE OR REPLACE VIEW public.v AS SELECT 1":                                  true,
+		"CREATE TABLE public.c (id int REFERENCES public.p)":                           true,
+		"CREATE TABLE public.p1 PARTITION OF public.p FOR VALUES IN (1)":               true,
+		"LOCK TABLE t IN ACCESS EXCLUSIVE MODE":                                        true,
+		"TRUNCATE t":                                                                   true,
+		"REFRESH MATERIALIZED VIEW public.m":                                           true,
+		"CREATE TABLE public.t (id int PRIMARY KEY, v text)":                           false,
+		"CREATE OR REPLACE FUNCTION public.f() RETURNS int AS 'select 1' LANGUAGE sql": false,
+		"CREATE SCHEMA app":                                                            false,
+		"CREATE TYPE public.e AS ENUM ('a')":                                           false,
+		"INSERT INTO t VALUES (1)":                                                     false,
+		"UPDATE t SET a = 1":                                                           false,
+		"COMMENT ON TABLE public.t IS 'x'":                                             false,
+		"SELECT 1":                                                                     false,
+		"-- only a comment":                                                            false,
+	} {
+		if got := mayQueueForLock(sql); got != want {
+			t.Errorf("mayQueueForLock(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
