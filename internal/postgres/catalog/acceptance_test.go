@@ -91,6 +91,7 @@ var knownHazards = map[postgres.Hazard]bool{
 	postgres.HazardBlocksWrites:  true,
 	postgres.HazardBuildsIndex:   true,
 	postgres.HazardMayFail:       true,
+	postgres.HazardScansTable:    true,
 }
 
 type acceptanceCase struct {

@@ -78,6 +78,17 @@ type node struct {
 	stmts []postgres.Statement
 }
 
+// outsideTx reports whether the node's statements all run without a
+// transaction.
+func (n *node) outsideTx() bool {
+	for _, s := range n.stmts {
+		if !s.NoTransaction {
+			return false
+		}
+	}
+	return len(n.stmts) > 0
+}
+
 // objects indexes one model by ID.
 type objects struct {
 	m       *Model
@@ -208,7 +219,7 @@ func (d *differ) classify() {
 			}
 		case Constraint:
 			c := dv.(Constraint)
-			if !canAlterConstraint(l, c) || l.Invalid {
+			if (!canAlterConstraint(l, c) && !d.onlyValidates(l, c)) || l.Invalid {
 				d.dropped[id] = true
 				// An attached key cannot be dropped alone: its parent goes too.
 				if p, ok := constraintParent(d.live, l); ok {
@@ -751,6 +762,12 @@ func (r *readyNodes) Pop() any {
 func (d *differ) nodeLess(a, b *node) bool {
 	if a.key.drop != b.key.drop {
 		return a.key.drop
+	}
+	// Statements run without a transaction (an online plan's) come after
+	// the transactional ones that are ready, so that those share a
+	// transaction rather than being cut in two around them.
+	if na, nb := !a.key.drop && a.outsideTx(), !b.key.drop && b.outsideTx(); na != nb {
+		return nb
 	}
 	ra, rb := kindRank(a.key.id.Kind), kindRank(b.key.id.Kind)
 	if a.key.drop {

@@ -188,7 +188,11 @@ func (d *differ) emitCreate(id ID, obj any) {
 		if d.emitPartitionKey(id, o) {
 			return
 		}
-		d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
+		if d.validatesOnline(o) {
+			d.emitValidated(k, o)
+		} else {
+			d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
+		}
 		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
 	case Index:
 		if d.emitPartitionIndex(id, o) {
@@ -347,6 +351,9 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		if n.Parent != "" {
 			d.alterPartitionKey(id, l, n)
 			return
+		}
+		if d.onlyValidates(l, n) {
+			d.emitValidate(k, n)
 		}
 		if l.Deferrable != n.Deferrable || l.Deferred != n.Deferred {
 			d.add(k, stmt(alterTable(n.Schema, n.Table)+" ALTER CONSTRAINT "+ident(n.Name)+" "+deferrability(n)))
@@ -877,7 +884,8 @@ func volatileDefault(expr string) bool {
 var functionCall = regexp.MustCompile(`(^|[^:A-Za-z0-9_."])[A-Za-z_][A-Za-z0-9_."]*\(`)
 
 func (d *differ) constraintHazards(c Constraint) []postgres.Hazard {
-	if d.tableIsNew(c.Schema, c.Table) {
+	if d.tableIsNew(c.Schema, c.Table) || strings.HasSuffix(c.Definition, notValid) {
+		// A constraint declared NOT VALID checks no existing row.
 		return nil
 	}
 	switch c.Type {

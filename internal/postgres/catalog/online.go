@@ -15,12 +15,23 @@ import (
 //     concurrently under a temporary name, the old index dropped
 //     concurrently, and the new one renamed (replacesOnline), so that
 //     queries keep an index to use throughout;
-//   - an invalid index (a concurrent build that failed) is replaced so.
+//   - an invalid index (a concurrent build that failed) is replaced so;
+//   - a foreign key or check constraint added to an existing table is
+//     added NOT VALID, which takes its lock for a catalog update only, and
+//     validated by VALIDATE CONSTRAINT on its own, which scans the table
+//     under a lock that lets reads and writes go on (SHARE UPDATE
+//     EXCLUSIVE; a foreign key's referenced table, ROW SHARE); a
+//     constraint left NOT VALID by a run cut short is validated, not
+//     added again.
 //
-// PostgreSQL refuses these statements in a transaction block: each is a
+// PostgreSQL refuses the concurrent statements in a transaction block,
+// and a validation must not share the transaction that added its
+// constraint (which holds the strong lock until it commits): each is a
 // Statement.NoTransaction, and postgres.PlanPhases gives it a phase run
-// without one. Indexes of partitioned tables and of partitions attached
-// to a parent's index are built as before, in the plan's transaction.
+// without one. The differ takes such statements last among the ready ones
+// (nodeLess), so that a plan's transactional statements stay together.
+// Indexes and constraints of partitioned tables and of partitions are
+// changed as before, in the plan's transaction.
 
 // onlineSuffix names an index built to replace another while both exist.
 const onlineSuffix = "__ptah_new"
@@ -132,4 +143,45 @@ func (d *differ) emitReplaceOnline(k nodeKey, id ID, ix Index) {
 	d.add(k, d.createIndexOnline(id, ix, tmp),
 		dropIndexOnline(d.live.byID[id].(Index)),
 		stmt("ALTER INDEX "+qname(ix.Schema, tmp)+" RENAME TO "+ident(ix.Name)))
+}
+
+// stepValidate: a constraint added NOT VALID, validated.
+const stepValidate = "validate"
+
+// notValid is the suffix pg_get_constraintdef prints for a constraint not
+// yet validated.
+const notValid = " NOT VALID"
+
+// validatesOnline reports whether constraint c, added by this plan, is
+// added NOT VALID and validated after: in an online plan, a foreign key or
+// check on a table that holds rows and is no partition nor partitioned,
+// and not declared NOT VALID itself.
+func (d *differ) validatesOnline(c Constraint) bool {
+	if !d.online || (c.Type != ForeignKey && c.Type != Check) || len(d.constraintHazards(c)) == 0 {
+		return false
+	}
+	t, ok := d.desired.byID[ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}].(Table)
+	return ok && t.PartitionKey == "" && t.PartitionOf == nil
+}
+
+// onlyValidates reports whether live constraint l, which an online run
+// cut short left NOT VALID, becomes n by its validation alone.
+func (d *differ) onlyValidates(l, n Constraint) bool {
+	return l.Definition == n.Definition+notValid && d.validatesOnline(n)
+}
+
+// emitValidated adds constraint c NOT VALID at node k, and validates it
+// on its own after (stepValidate).
+func (d *differ) emitValidated(k nodeKey, c Constraint) {
+	d.add(k, stmt(alterTable(c.Schema, c.Table)+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition+notValid))
+	d.emitValidate(k, c)
+}
+
+// emitValidate validates constraint c, after node k.
+func (d *differ) emitValidate(k nodeKey, c Constraint) {
+	v := nodeKey{id: k.id, step: stepValidate}
+	s := stmt(alterTable(c.Schema, c.Table)+" VALIDATE CONSTRAINT "+ident(c.Name), postgres.HazardScansTable, postgres.HazardMayFail)
+	s.NoTransaction = true
+	d.add(v, s)
+	d.extra = append(d.extra, [2]nodeKey{k, v})
 }

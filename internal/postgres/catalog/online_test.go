@@ -89,6 +89,55 @@ func TestOnlineIndexPlans(t *testing.T) {
 			},
 		},
 	}
+	child := tbl("child", col("id", "bigint"), col("parent_id", "bigint"), col("v", "integer"))
+	parent := tbl("parent", col("id", "bigint"))
+	pkey := Constraint{Schema: "public", Table: "parent", Name: "parent_pkey", Type: PrimaryKey, Definition: "PRIMARY KEY (id)", Columns: []string{"id"}}
+	fk := Constraint{Schema: "public", Table: "child", Name: "child_parent_fkey", Type: ForeignKey,
+		Definition: "FOREIGN KEY (parent_id) REFERENCES public.parent(id)", Columns: []string{"parent_id"}, RefTable: &ObjectName{"public", "parent"}}
+	positive := Constraint{Schema: "public", Table: "child", Name: "child_v_check", Type: Check, Definition: "CHECK ((v > 0))", Columns: []string{"v"}}
+	halfDone := positive
+	halfDone.Definition += " NOT VALID"
+	keyed := func(cs ...Constraint) Model {
+		return Model{Schemas: pub(), Tables: []Table{child, parent}, Constraints: append([]Constraint{pkey}, cs...)}
+	}
+	tests = append(tests, []struct {
+		name          string
+		live, desired Model
+		online, off   []want
+	}{
+		{
+			name: "a foreign key on an existing table is added NOT VALID and validated on its own",
+			live: keyed(), desired: keyed(fk),
+			online: []want{
+				{"ALTER TABLE public.child ADD CONSTRAINT child_parent_fkey FOREIGN KEY (parent_id) REFERENCES public.parent(id) NOT VALID", false, nil},
+				{"ALTER TABLE public.child VALIDATE CONSTRAINT child_parent_fkey", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
+			},
+			off: []want{{"ALTER TABLE public.child ADD CONSTRAINT child_parent_fkey FOREIGN KEY (parent_id) REFERENCES public.parent(id)", false,
+				[]postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+		},
+		{
+			name: "a check on an existing table is added NOT VALID and validated on its own",
+			live: keyed(), desired: keyed(positive),
+			online: []want{
+				{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0)) NOT VALID", false, nil},
+				{"ALTER TABLE public.child VALIDATE CONSTRAINT child_v_check", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
+			},
+		},
+		{
+			name: "a check left NOT VALID by a run cut short is validated, not added again",
+			live: keyed(halfDone), desired: keyed(positive),
+			online: []want{{"ALTER TABLE public.child VALIDATE CONSTRAINT child_v_check", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}}},
+			off: []want{
+				{"ALTER TABLE public.child DROP CONSTRAINT child_v_check", false, nil},
+				{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0))", false, []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+			},
+		},
+		{
+			name: "a check declared NOT VALID is added as declared",
+			live: keyed(), desired: keyed(halfDone),
+			online: []want{{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0)) NOT VALID", false, nil}},
+		},
+	}...)
 	render := func(ws []want) string {
 		var b strings.Builder
 		for _, w := range ws {
