@@ -188,9 +188,17 @@ func (d *differ) emitCreate(id ID, obj any) {
 		if d.emitPartitionKey(id, o) {
 			return
 		}
-		if d.validatesOnline(o) {
+		// After what its columns become (an online NOT NULL waits for
+		// its check's validation, which comes late).
+		for _, c := range o.Columns {
+			d.extra = append(d.extra, [2]nodeKey{fwdKey(ColumnID(o.Schema, o.Table, c)), k})
+		}
+		switch {
+		case d.validatesOnline(o):
 			d.emitValidated(k, o)
-		} else {
+		case d.keysOnline(o):
+			d.emitKeyOnline(k, o)
+		default:
 			d.add(k, stmt(alterTable(o.Schema, o.Table)+" ADD CONSTRAINT "+ident(o.Name)+" "+o.Definition, d.constraintHazards(o)...))
 		}
 		d.comment(k, "CONSTRAINT "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
@@ -652,11 +660,16 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 	switch {
 	case l.NotNull && !n.NotNull:
 		d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
-	case !l.NotNull && n.NotNull && n.NotNullName != "":
-		d.add(k, stmt(alterTable(id.Schema, id.Name)+" ADD CONSTRAINT "+ident(n.NotNullName)+" NOT NULL "+ident(id.Sub),
-			postgres.HazardMayFail, postgres.HazardBlocksWrites))
 	case !l.NotNull && n.NotNull:
-		d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
+		set := alterColumn(id) + " SET NOT NULL"
+		if n.NotNullName != "" {
+			set = alterTable(id.Schema, id.Name) + " ADD CONSTRAINT " + ident(n.NotNullName) + " NOT NULL " + ident(id.Sub)
+		}
+		if d.setsNotNullOnline(id) {
+			d.emitNotNullOnline(k, id, set)
+		} else {
+			d.add(k, stmt(set, postgres.HazardMayFail, postgres.HazardBlocksWrites))
+		}
 	case l.NotNull && n.NotNull && l.NotNullName != n.NotNullName:
 		d.add(k, stmt(alterTable(id.Schema, id.Name)+" RENAME CONSTRAINT "+
 			ident(notNullName(l.NotNullName, id.Name, id.Sub))+" TO "+ident(notNullName(n.NotNullName, id.Name, id.Sub))))

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/ptah-run/ptah/internal/postgres"
@@ -22,7 +23,14 @@ import (
 //     under a lock that lets reads and writes go on (SHARE UPDATE
 //     EXCLUSIVE; a foreign key's referenced table, ROW SHARE); a
 //     constraint left NOT VALID by a run cut short is validated, not
-//     added again.
+//     added again;
+//   - NOT NULL on an existing column goes through a check: CHECK (col IS
+//     NOT NULL) NOT VALID, its validation on its own, then SET NOT NULL,
+//     which the valid check spares a scan under ACCESS EXCLUSIVE, and the
+//     check dropped;
+//   - a unique or primary key added to an existing table is built as a
+//     unique index, concurrently, and made the key with ADD CONSTRAINT
+//     ... USING INDEX (a primary key only over columns NOT NULL already).
 //
 // PostgreSQL refuses the concurrent statements in a transaction block,
 // and a validation must not share the transaction that added its
@@ -184,4 +192,90 @@ func (d *differ) emitValidate(k nodeKey, c Constraint) {
 	s.NoTransaction = true
 	d.add(v, s)
 	d.extra = append(d.extra, [2]nodeKey{k, v})
+}
+
+// Extra node steps of online plans.
+const (
+	stepNotNullCheck = "not-null-check" // a column: its temporary check, added NOT VALID
+	stepKeyIndex     = "key-index"      // a key: its unique index, built concurrently
+)
+
+// notNullSuffix names the check an online plan proves a column NOT NULL
+// with.
+const notNullSuffix = "_ptah_not_null"
+
+// setsNotNullOnline reports whether column id, which becomes NOT NULL, is
+// proved so by a validated check first: in an online plan, on a table
+// that stays and is no partition nor partitioned, and that this plan does
+// not rewrite for the column anyway (a type conversion scans it already).
+func (d *differ) setsNotNullOnline(id ID) bool {
+	if !d.online || d.converted[id] || d.tableIsNew(id.Schema, id.Name) {
+		return false
+	}
+	t, ok := d.desired.byID[ID{Kind: KindTable, Schema: id.Schema, Name: id.Name}].(Table)
+	return ok && t.PartitionKey == "" && t.PartitionOf == nil
+}
+
+// emitNotNullOnline makes column id NOT NULL at node k by set (SET NOT
+// NULL, or the named constraint's ADD), after a check proves it.
+func (d *differ) emitNotNullOnline(k nodeKey, id ID, set string) {
+	name := id.Sub
+	if len(name)+len(notNullSuffix) > 63 {
+		name = name[:63-len(notNullSuffix)]
+	}
+	check, table := ident(name+notNullSuffix), alterTable(id.Schema, id.Name)
+	add := nodeKey{id: id, step: stepNotNullCheck}
+	d.add(add, stmt(table+" ADD CONSTRAINT "+check+" CHECK ("+ident(id.Sub)+" IS NOT NULL)"+notValid))
+	v := nodeKey{id: id, step: stepValidate}
+	s := stmt(table+" VALIDATE CONSTRAINT "+check, postgres.HazardScansTable, postgres.HazardMayFail)
+	s.NoTransaction = true
+	d.add(v, s)
+	d.extra = append(d.extra, [2]nodeKey{add, v}, [2]nodeKey{v, k})
+	// The valid check proves the column holds no NULL: no scan.
+	d.add(k, stmt(set), stmt(table+" DROP CONSTRAINT "+check))
+}
+
+// keyColumns matches a key's definition that names columns only.
+var keyColumns = regexp.MustCompile(`^(UNIQUE|PRIMARY KEY) \(([^()]+)\)$`)
+
+// keysOnline reports whether key c, added by this plan, is built as a
+// unique index concurrently first: in an online plan, on a table that
+// holds rows and is no partition nor partitioned, when its definition is
+// a plain list of columns (no INCLUDE, WITH, NULLS NOT DISTINCT or
+// deferral, which USING INDEX cannot all carry), and, for a primary key,
+// when its columns are NOT NULL already, or made so online before it (else
+// adding it would set them so, scanning the table under ACCESS EXCLUSIVE).
+func (d *differ) keysOnline(c Constraint) bool {
+	if !d.online || (c.Type != Unique && c.Type != PrimaryKey) || c.Deferrable || len(d.constraintHazards(c)) == 0 {
+		return false
+	}
+	m := keyColumns.FindStringSubmatch(c.Definition)
+	t, ok := d.desired.byID[ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}].(Table)
+	if m == nil || !ok || t.PartitionKey != "" || t.PartitionOf != nil {
+		return false
+	}
+	if c.Type == PrimaryKey {
+		for _, col := range c.Columns {
+			id := ColumnID(c.Schema, c.Table, col)
+			l, existed := d.live.byID[id].(Column)
+			n, _ := d.desired.byID[id].(Column)
+			if !existed || !l.NotNull && !(n.NotNull && d.setsNotNullOnline(id)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// emitKeyOnline builds key c's unique index concurrently, and makes it
+// the key at node k.
+func (d *differ) emitKeyOnline(k nodeKey, c Constraint) {
+	m := keyColumns.FindStringSubmatch(c.Definition)
+	ix := nodeKey{id: k.id, step: stepKeyIndex}
+	s := stmt("CREATE UNIQUE INDEX CONCURRENTLY "+ident(c.Name)+" ON "+qname(c.Schema, c.Table)+" USING btree ("+m[2]+")",
+		postgres.HazardBuildsIndex, postgres.HazardMayFail)
+	s.NoTransaction = true
+	d.add(ix, s)
+	d.extra = append(d.extra, [2]nodeKey{ix, k})
+	d.add(k, stmt(alterTable(c.Schema, c.Table)+" ADD CONSTRAINT "+ident(c.Name)+" "+m[1]+" USING INDEX "+ident(c.Name)))
 }

@@ -138,6 +138,72 @@ func TestOnlineIndexPlans(t *testing.T) {
 			online: []want{{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0)) NOT VALID", false, nil}},
 		},
 	}...)
+	notNullEmail := tbl("accounts", col("id", "bigint"), Column{Name: "email", Type: "text", NotNull: true}, col("org", "bigint"))
+	idNotNull := tbl("accounts", Column{Name: "id", Type: "bigint", NotNull: true}, col("email", "text"), col("org", "bigint"))
+	unique := Constraint{Schema: "public", Table: "accounts", Name: "accounts_email_key", Type: Unique, Definition: "UNIQUE (email)", Columns: []string{"email"}}
+	primary := Constraint{Schema: "public", Table: "accounts", Name: "accounts_pkey", Type: PrimaryKey, Definition: "PRIMARY KEY (id)", Columns: []string{"id"}}
+	covering := unique
+	covering.Definition = "UNIQUE (email) INCLUDE (org)"
+	tests = append(tests, []struct {
+		name          string
+		live, desired Model
+		online, off   []want
+	}{
+		{
+			name: "NOT NULL on an existing column is proved by a validated check, then set without a scan",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{notNullEmail}},
+			online: []want{
+				{"ALTER TABLE public.accounts ADD CONSTRAINT email_ptah_not_null CHECK (email IS NOT NULL) NOT VALID", false, nil},
+				{"ALTER TABLE public.accounts VALIDATE CONSTRAINT email_ptah_not_null", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ALTER COLUMN email SET NOT NULL", false, nil},
+				{"ALTER TABLE public.accounts DROP CONSTRAINT email_ptah_not_null", false, nil},
+			},
+			off: []want{{"ALTER TABLE public.accounts ALTER COLUMN email SET NOT NULL", false, []postgres.Hazard{postgres.HazardMayFail, postgres.HazardBlocksWrites}}},
+		},
+		{
+			name: "a unique key on an existing table is built as a unique index concurrently, then made the key",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{unique}},
+			online: []want{
+				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_email_key ON public.accounts USING btree (email)", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE USING INDEX accounts_email_key", false, nil},
+			},
+			off: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email)", false,
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+		},
+		{
+			name: "a primary key over columns NOT NULL already is built concurrently too",
+			live: Model{Schemas: pub(), Tables: []Table{idNotNull}}, desired: Model{Schemas: pub(), Tables: []Table{idNotNull}, Constraints: []Constraint{primary}},
+			online: []want{
+				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_pkey ON public.accounts USING btree (id)", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY USING INDEX accounts_pkey", false, nil},
+			},
+		},
+		{
+			name: "a primary key over a column made NOT NULL in the same plan follows its online NOT NULL",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{idNotNull}, Constraints: []Constraint{primary}},
+			online: []want{
+				{"ALTER TABLE public.accounts ADD CONSTRAINT id_ptah_not_null CHECK (id IS NOT NULL) NOT VALID", false, nil},
+				{"ALTER TABLE public.accounts VALIDATE CONSTRAINT id_ptah_not_null", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ALTER COLUMN id SET NOT NULL", false, nil},
+				{"ALTER TABLE public.accounts DROP CONSTRAINT id_ptah_not_null", false, nil},
+				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_pkey ON public.accounts USING btree (id)", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY USING INDEX accounts_pkey", false, nil},
+			},
+		},
+		{
+			name: "a primary key over a nullable column is added as offline: it would set NOT NULL under its lock",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{primary}},
+			online: []want{
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id)", false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+			},
+		},
+		{
+			name: "a key with INCLUDE columns is added as offline",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{covering}},
+			online: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email) INCLUDE (org)", false,
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+		},
+	}...)
 	render := func(ws []want) string {
 		var b strings.Builder
 		for _, w := range ws {
