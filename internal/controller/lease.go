@@ -94,10 +94,7 @@ func (p *pass) releaseStrayLeases(ctx context.Context, rs runState) error {
 	if err := p.r.Client.List(ctx, &leases, client.InNamespace(p.leaseNS), client.MatchingLabels{LabelResourceUID: p.obj.UID}); err != nil {
 		return err
 	}
-	named := map[string]bool{}
-	for _, id := range rs.namedOperations() {
-		named[id] = true
-	}
+	named := rs.namedOperations()
 	for i := range leases.Items {
 		l := &leases.Items[i]
 		if h := l.Spec.HolderIdentity; h != nil && !named[*h] {

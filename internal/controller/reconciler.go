@@ -276,7 +276,7 @@ func (p *pass) finishDeletion(ctx context.Context, live client.Object) (ctrl.Res
 	if err := p.releaseStrayLeases(ctx, runState{}); err != nil { // none is named any more: all go
 		return ctrl.Result{}, err
 	}
-	for _, id := range rs.namedOperations() {
+	for id := range rs.namedOperations() {
 		p.removeJob(ctx, id)
 	}
 	return ctrl.Result{}, p.releaseDeletion(ctx, live)
@@ -289,9 +289,8 @@ func namedIn(raw []byte) map[string]bool {
 		PendingObservation *api.PendingObservation `json:"pendingObservation"`
 		UnresolvedRun      *api.UnresolvedRun      `json:"unresolvedRun"`
 	}
-	named := map[string]bool{}
 	if len(raw) == 0 || json.Unmarshal(raw, &st) != nil {
-		return named
+		return map[string]bool{}
 	}
 	rs := runState{RunState: st.RunState}
 	if po := st.PendingObservation; po != nil {
@@ -300,25 +299,22 @@ func namedIn(raw []byte) map[string]bool {
 	if u := st.UnresolvedRun; u != nil {
 		rs.uncertainID = u.OperationID
 	}
-	for _, id := range rs.namedOperations() {
-		named[id] = true
-	}
-	return named
+	return rs.namedOperations()
 }
 
-// namedOperations are the operations the status names.
-func (rs runState) namedOperations() []string {
-	var ids []string
+// namedOperations are the operations the status names, as a set.
+func (rs runState) namedOperations() map[string]bool {
+	named := map[string]bool{}
 	if op := rs.ActiveOperation; op != nil {
-		ids = append(ids, op.ID)
+		named[op.ID] = true
 	}
 	if rs.uncertainID != "" {
-		ids = append(ids, rs.uncertainID)
+		named[rs.uncertainID] = true
 	}
 	if owed := rs.OwedRelease; owed != nil {
-		ids = append(ids, owed.OperationID)
+		named[owed.OperationID] = true
 	}
-	return ids
+	return named
 }
 
 func (p *pass) decode() error {

@@ -53,8 +53,7 @@ func (p *pass) liveWriters(ctx context.Context, rs runState, now time.Time) (map
 		deadlines[owed.OperationID] = time.Time{}
 	}
 	live := map[string]bool{}
-	if u := rs.unresolved; u != nil && u.ReportedBy == api.ReportedByRun && rs.OwedRelease == nil &&
-		!now.After(u.Deadline.Add(deadlineGrace)) {
+	if u := rs.unresolved; engine.ReportedRunMayStillWrite(u, rs.OwedRelease, now, deadlineGrace) {
 		live[u.OperationID] = true
 		delete(deadlines, u.OperationID)
 	}
@@ -332,10 +331,7 @@ func (p *pass) removeSettledApplies(ctx context.Context, rs runState) error {
 		client.MatchingLabels{LabelResourceUID: p.obj.UID, "app.kubernetes.io/component": TaskApply}); err != nil {
 		return err
 	}
-	named := map[string]bool{}
-	for _, id := range rs.namedOperations() {
-		named[id] = true
-	}
+	named := rs.namedOperations()
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		if id := j.Labels[LabelOperation]; !named[id] && jobFinished(j) && j.DeletionTimestamp == nil {

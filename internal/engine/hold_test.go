@@ -48,3 +48,33 @@ func TestHeld(t *testing.T) {
 		})
 	}
 }
+
+// A run that reported its own session may still write is held until its
+// deadline and the grace after it; not once its Lease is owed back (the
+// shell knows the session ended), nor when only the dispatch reported it.
+func TestReportedRunMayStillWrite(t *testing.T) {
+	t.Parallel()
+	deadline := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	run := func(by string) *api.UnresolvedRun {
+		return &api.UnresolvedRun{OperationID: "op", ReportedBy: by, Deadline: api.Time{Time: deadline}}
+	}
+	grace := 30 * time.Second
+	for _, tt := range []struct {
+		name string
+		u    *api.UnresolvedRun
+		owed *api.LeaseRelease
+		now  time.Time
+		want bool
+	}{
+		{"no unresolved run", nil, nil, deadline, false},
+		{"reported by its run, before the deadline", run(api.ReportedByRun), nil, deadline.Add(-time.Minute), true},
+		{"reported by its run, within the grace", run(api.ReportedByRun), nil, deadline.Add(grace), true},
+		{"reported by its run, past deadline and grace", run(api.ReportedByRun), nil, deadline.Add(grace + time.Second), false},
+		{"reported by its run, its Lease owed back", run(api.ReportedByRun), &api.LeaseRelease{OperationID: "op"}, deadline.Add(-time.Minute), false},
+		{"reported by the dispatch", run(api.ReportedByDispatch), nil, deadline.Add(-time.Minute), false},
+	} {
+		if got := ReportedRunMayStillWrite(tt.u, tt.owed, tt.now, grace); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -142,6 +142,16 @@ func DispatchedApplyMayStillWrite(in PassInput, operationID string) bool {
 	return in.LiveWriters[operationID]
 }
 
+// ReportedRunMayStillWrite: a migration run left unresolved whose own run
+// reported that its session may still write (ReportedByRun), and whose
+// Lease is not owed back, is taken to be writing until its deadline, plus
+// grace for the clocks, has passed: a shell that sees its Pod gone knows
+// only that the Pod is gone, not that the session it opened has ended,
+// and only the deadline, enforced by the server, ends that for sure.
+func ReportedRunMayStillWrite(u *api.UnresolvedRun, owed *api.LeaseRelease, now time.Time, grace time.Duration) bool {
+	return u != nil && u.ReportedBy == api.ReportedByRun && owed == nil && !now.After(u.Deadline.Add(grace))
+}
+
 // mayStillWrite holds everything while a dispatched run's writer may still
 // be writing: the database stays held, and its outcome is not settled,
 // since a reading could be taken before a commit that then lands.
