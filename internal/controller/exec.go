@@ -142,6 +142,9 @@ type MigrationReading struct {
 	Reason      string             `json:"reason,omitempty"`
 	Message     string             `json:"message,omitempty"`
 	LockTimeout string             `json:"lockTimeout,omitempty"`
+	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
+	LockAttemptTimeout string `json:"lockAttemptTimeout,omitempty"`
+	StatementTimeout   string `json:"statementTimeout,omitempty"`
 }
 
 // Encode returns the result's JSON, its message cut so that the whole

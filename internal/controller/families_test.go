@@ -59,7 +59,7 @@ func (f family) state(c *cluster) api.RunState {
 // waitFor polls f's resource until ok accepts its run state.
 func (f family) waitFor(c *cluster, what string, ok func(api.RunState) bool) api.RunState {
 	c.t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		rs := f.state(c)
 		if ok(rs) {
@@ -193,7 +193,7 @@ func TestRecordedApprovalStaleIgnoresSameNameReplacementUIDInCluster(t *testing.
 				t.Fatalf("the replacement is named %s, want %s (same content)", second.Plan.Name, first.Plan.Name)
 			}
 			f.approveAs(c, old.Name, old.UID, terms)
-			deadline := time.Now().Add(20 * time.Second)
+			deadline := time.Now().Add(settleWithin)
 			for !f.approvals(c)[old.UID].Stale {
 				if time.Now().After(deadline) {
 					t.Fatalf("the approval of the replaced plan is not stale: %+v", f.approvals(c)[old.UID])

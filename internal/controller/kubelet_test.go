@@ -84,7 +84,7 @@ func TestAJobRunsItsPlanOnceThroughTheAPIServer(t *testing.T) {
 	}
 
 	var job batchv1.Job
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.JobName(r.ResourceUID, r.OperationID)}, &job); err != nil {
 			t.Fatal(err)

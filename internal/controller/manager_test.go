@@ -197,7 +197,7 @@ func TestServeLeadsAndServesProbesAndMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var l coordinationv1.Lease
 		err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: LeaderElectionID}, &l)

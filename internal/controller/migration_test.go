@@ -62,7 +62,7 @@ func (c *cluster) declareMigration(files map[string]string) *api.PtahMigration {
 func (c *cluster) waitForMigration(what string, ok func(api.PtahMigrationStatus) bool) api.PtahMigrationStatus {
 	c.t.Helper()
 	var m api.PtahMigration
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		if err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "ledger"}, &m); err != nil {
 			c.t.Fatal(err)
@@ -470,7 +470,7 @@ func TestAnUnresolvedRunOutlivesARestoreWithoutStatusInCluster(t *testing.T) {
 	if err := c.e.Client.Delete(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for c.e.Client.Get(ctx, client.ObjectKeyFromObject(m), m) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the deleted resource stays: finalizers %v", m.Finalizers)
@@ -570,7 +570,7 @@ func eventNotes(events eventsv1.EventList) []string {
 // waitForPod waits until the test kubelet has started the Pod of Job name.
 func (c *cluster) waitForPod(name string) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		var pod corev1.Pod
 		err := c.e.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name + "-pod"}, &pod)

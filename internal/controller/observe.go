@@ -156,10 +156,12 @@ func observeMigration(ctx context.Context, run ExecRun, p Payload, res Result) (
 		msg = msg[:1000] + "…"
 	}
 	res.Observation = &ObservationResult{Bindings: obs.Bindings, Statements: len(obs.Pending), Migration: &MigrationReading{
-		History: obs.History, Blocked: obs.Blocked, Reason: obs.Reason, Message: msg, LockTimeout: obs.LockTimeout}}
+		History: obs.History, Blocked: obs.Blocked, Reason: obs.Reason, Message: msg, LockTimeout: obs.LockTimeout,
+		LockAttemptTimeout: obs.LockAttemptTimeout, StatementTimeout: obs.StatementTimeout}}
 	if p.task() == TaskObserve && len(obs.Pending) > 0 {
 		spec := api.PtahMigrationPlanSpec{Migration: api.ObjectReference{Name: p.Resource, UID: p.ResourceUID}, Versions: obs.Pending,
-			Baseline: obs.Baseline, LockTimeout: obs.LockTimeout, Bindings: obs.Bindings}
+			Baseline: obs.Baseline, LockTimeout: obs.LockTimeout, Bindings: obs.Bindings,
+			LockAttemptTimeout: obs.LockAttemptTimeout, StatementTimeout: obs.StatementTimeout}
 		spec.Fingerprint = engine.MigrationPlanFingerprint(spec)
 		ref, err := createTransport(ctx, run.Records, p, api.KindPtahMigrationPlan, spec)
 		if err != nil {
@@ -327,7 +329,7 @@ func ReadMigrationTransport(ctx context.Context, st store.Store, namespace, reso
 	}
 	m := r.Migration
 	obs := engine.MigrationObservation{Bindings: r.Bindings, History: m.History, Blocked: m.Blocked, Reason: m.Reason, Message: m.Message,
-		LockTimeout: m.LockTimeout}
+		LockTimeout: m.LockTimeout, LockAttemptTimeout: m.LockAttemptTimeout, StatementTimeout: m.StatementTimeout}
 	if r.Transport == nil {
 		if r.Statements != 0 {
 			return obs, fmt.Errorf("reading %s reported %d pending versions and no object holding them", operationID, r.Statements)
@@ -351,8 +353,9 @@ func ReadMigrationTransport(ctx context.Context, st store.Store, namespace, reso
 		return obs, fmt.Errorf("%s carries other bindings than reading %s reported", o.Name, operationID)
 	case len(plan.Spec.Versions) != r.Statements:
 		return obs, fmt.Errorf("%s holds %d versions, reading %s reported %d", o.Name, len(plan.Spec.Versions), operationID, r.Statements)
-	case plan.Spec.LockTimeout != m.LockTimeout:
-		return obs, fmt.Errorf("%s carries another lock timeout than reading %s reported", o.Name, operationID)
+	case plan.Spec.LockTimeout != m.LockTimeout || plan.Spec.LockAttemptTimeout != m.LockAttemptTimeout ||
+		plan.Spec.StatementTimeout != m.StatementTimeout:
+		return obs, fmt.Errorf("%s carries other lock or statement timeouts than reading %s reported", o.Name, operationID)
 	}
 	if err := engine.VerifyMigrationPlan(plan); err != nil {
 		return obs, err

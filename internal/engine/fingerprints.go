@@ -10,7 +10,7 @@ import (
 
 // PlanFingerprint covers a plan's content and every binding, in this order:
 // schema name and UID, statements (SQL, then hazards), destructive, lock
-// timeout, then, when the plan has them (contract version 2), its phases
+// timeout, the lock attempt and statement timeouts when set, then, when the plan has them (contract version 2), its phases
 // and the lock capacity they were cut for, each as its JSON encoding, then
 // the bindings as their JSON encoding. The Fingerprint field itself is not
 // an input. A plan of contract version 1 has neither phases nor a lock
@@ -24,10 +24,23 @@ func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
 		b.String("sql", st.SQL).Strings("hazards", st.Hazards)
 	}
 	b.Bool("destructive", s.Destructive).String("lockTimeout", s.LockTimeout)
+	statementLimits(b, s.LockAttemptTimeout, s.StatementTimeout)
 	if len(s.Phases) > 0 || s.LockCapacity != nil {
 		b.JSON("phases", s.Phases).JSON("lockCapacity", s.LockCapacity)
 	}
 	return b.JSON("bindings", s.Bindings).Sum()
+}
+
+// statementLimits covers a plan's lock attempt and statement timeouts,
+// each only when set: a plan without them hashes as it did before they
+// existed.
+func statementLimits(b *fingerprint.Builder, lockAttempt, statement string) {
+	if lockAttempt != "" {
+		b.String("lockAttemptTimeout", lockAttempt)
+	}
+	if statement != "" {
+		b.String("statementTimeout", statement)
+	}
 }
 
 // ErrPlanTampered: a stored plan no longer hashes to its fingerprint.

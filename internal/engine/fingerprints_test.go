@@ -78,3 +78,28 @@ func TestSchemaPassPublishesThePhases(t *testing.T) {
 		t.Fatalf("decision %s, plan %+v; want the phases published", d.Step, d.Plan)
 	}
 }
+
+// A plan's lock attempt and statement timeouts are part of what is
+// approved: setting either changes its fingerprint; a plan without them
+// hashes as before they existed.
+func TestPlanFingerprintsCoverStatementLimits(t *testing.T) {
+	t.Parallel()
+	schema := api.PtahSchemaPlanSpec{Schema: api.ObjectReference{Name: "app", UID: "u"}, LockTimeout: "5s"}
+	migration := api.PtahMigrationPlanSpec{Migration: api.ObjectReference{Name: "app", UID: "u"}, LockTimeout: "5s"}
+	base, mbase := PlanFingerprint(schema), MigrationPlanFingerprint(migration)
+	seen := map[string]bool{base: true, mbase: true}
+	for _, limits := range [][2]string{{"50ms", ""}, {"", "10m"}, {"50ms", "10m"}} {
+		s, m := schema, migration
+		s.LockAttemptTimeout, s.StatementTimeout = limits[0], limits[1]
+		m.LockAttemptTimeout, m.StatementTimeout = limits[0], limits[1]
+		for _, fp := range []string{PlanFingerprint(s), MigrationPlanFingerprint(m)} {
+			if seen[fp] {
+				t.Errorf("limits %v: fingerprint %s seen before", limits, fp)
+			}
+			seen[fp] = true
+		}
+	}
+	if PlanFingerprint(schema) != base || MigrationPlanFingerprint(migration) != mbase {
+		t.Error("a plan's fingerprint is not stable")
+	}
+}

@@ -38,6 +38,8 @@ type MigrationObservation struct {
 	// records them, and runs nothing.
 	Baseline    bool
 	LockTimeout string
+	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
+	LockAttemptTimeout, StatementTimeout string
 }
 
 // MigrationPlan is a stored PtahMigrationPlan.
@@ -309,6 +311,9 @@ func (f *migrationFamily) planAndAuthorize(in PassInput) outcome {
 		Baseline:    obs.Baseline,
 		LockTimeout: obs.LockTimeout,
 		Bindings:    obs.Bindings,
+
+		LockAttemptTimeout: obs.LockAttemptTimeout,
+		StatementTimeout:   obs.StatementTimeout,
 	}
 	spec.Fingerprint = MigrationPlanFingerprint(spec)
 	cur := f.in.CurrentPlan
@@ -427,7 +432,8 @@ func versionList(vs []string) string {
 // MigrationPlanFingerprint covers a migration plan's content and every
 // binding (the history fingerprint among them), in this order: migration
 // name and UID, each version (version, name, checksum, no-transaction),
-// baseline, lock timeout, then the bindings as their JSON encoding.
+// baseline, lock timeout, the lock attempt and statement timeouts when set,
+// then the bindings as their JSON encoding.
 func MigrationPlanFingerprint(s api.PtahMigrationPlanSpec) string {
 	b := fingerprint.New("ptah.run/migration-plan/v1").
 		String("migration.name", s.Migration.Name).
@@ -436,7 +442,9 @@ func MigrationPlanFingerprint(s api.PtahMigrationPlanSpec) string {
 	for _, v := range s.Versions {
 		b.String("version", v.Version).String("name", v.Name).String("checksum", v.Checksum).Bool("noTransaction", v.NoTransaction)
 	}
-	return b.Bool("baseline", s.Baseline).String("lockTimeout", s.LockTimeout).JSON("bindings", s.Bindings).Sum()
+	b.Bool("baseline", s.Baseline).String("lockTimeout", s.LockTimeout)
+	statementLimits(b, s.LockAttemptTimeout, s.StatementTimeout)
+	return b.JSON("bindings", s.Bindings).Sum()
 }
 
 // VerifyMigrationPlan refuses a plan whose stored content was changed

@@ -51,6 +51,8 @@ type Observation struct {
 	LockCapacity *api.LockCapacity
 	Destructive  bool
 	LockTimeout  string
+	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
+	LockAttemptTimeout, StatementTimeout string
 }
 
 // SchemaPassInput is everything a PtahSchema's pass decides from.
@@ -319,6 +321,9 @@ func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSche
 		Destructive:  obs.Destructive,
 		LockTimeout:  obs.LockTimeout,
 		Bindings:     obs.Bindings,
+
+		LockAttemptTimeout: obs.LockAttemptTimeout,
+		StatementTimeout:   obs.StatementTimeout,
 	}
 	spec.Fingerprint = PlanFingerprint(spec)
 	return spec
@@ -328,7 +333,8 @@ func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSche
 // serve's reading Job carries its statements to the manager in a plan.
 func ObservationOf(spec api.PtahSchemaPlanSpec) Observation {
 	return Observation{Bindings: spec.Bindings, Statements: spec.Statements, Phases: spec.Phases,
-		LockCapacity: spec.LockCapacity, Destructive: spec.Destructive, LockTimeout: spec.LockTimeout}
+		LockCapacity: spec.LockCapacity, Destructive: spec.Destructive, LockTimeout: spec.LockTimeout,
+		LockAttemptTimeout: spec.LockAttemptTimeout, StatementTimeout: spec.StatementTimeout}
 }
 
 // repeatsTheLastRun: the pass that verifies a successful run (or one that

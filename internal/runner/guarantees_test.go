@@ -255,7 +255,8 @@ func TestUncertainApplyKeepsTheDatabaseWhileItsWriterMayRun(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, v1)
 	res := f.resource(api.ApplyAlways, "CREATE TABLE users (id int PRIMARY KEY, name text);")
-	res.Schema.Spec.Policy.LockTimeout = "5m" // the orphaned writer keeps waiting
+	res.Schema.Spec.Policy.LockTimeout = "5m"        // the orphaned writer keeps waiting,
+	res.Schema.Spec.Policy.LockAttemptTimeout = "5m" // in one attempt
 
 	locker, writerPID := f.killWhileWriterWaits(res)
 	op := f.stored(res).ActiveOperation

@@ -45,14 +45,28 @@ func MigrationCoordinationDigest(spec api.PtahMigrationSpec, targetDigest string
 }
 
 // MigrationPolicyFingerprint covers what governs applying a migration:
-// spec.policy.apply and spec.policy.lockTimeout, in that order, in a
-// domain of its own (a schema's policy fingerprint never equals a
-// migration's, whatever their fields).
+// spec.policy.apply and spec.policy.lockTimeout, then its lock attempt and
+// statement timeouts when set, in that order, in a domain of its own (a
+// schema's policy fingerprint never equals a migration's, whatever their
+// fields).
 func MigrationPolicyFingerprint(spec api.PtahMigrationSpec) string {
-	return fingerprint.New("ptah.run/migration-policy/v1").
+	b := fingerprint.New("ptah.run/migration-policy/v1").
 		String("apply", string(spec.Policy.Apply)).
-		String("lockTimeout", spec.Policy.LockTimeout).
-		Sum()
+		String("lockTimeout", spec.Policy.LockTimeout)
+	return withStatementLimits(b, spec.Policy.LockAttemptTimeout, spec.Policy.StatementTimeout).Sum()
+}
+
+// withStatementLimits adds a policy's lock attempt and statement timeouts
+// to a fingerprint, each only when set: a policy without them hashes as it
+// did before they existed.
+func withStatementLimits(b *fingerprint.Builder, lockAttempt, statement string) *fingerprint.Builder {
+	if lockAttempt != "" {
+		b.String("lockAttemptTimeout", lockAttempt)
+	}
+	if statement != "" {
+		b.String("statementTimeout", statement)
+	}
+	return b
 }
 
 // migrationBindings are the bindings of a reading of res: the source's
@@ -127,6 +141,9 @@ func observeMigration(ctx context.Context, conn *pgx.Conn, res Resource, identit
 		Bindings:    migrationBindings(res, identity, summary.Fingerprint, binding),
 		History:     summary,
 		LockTimeout: res.Migration.Spec.Policy.LockTimeout,
+
+		LockAttemptTimeout: res.Migration.Spec.Policy.LockAttemptTimeout,
+		StatementTimeout:   res.Migration.Spec.Policy.StatementTimeout,
 	}
 	if res.Source == nil {
 		obs.Blocked, obs.Reason = true, api.ReasonSourceInvalid
@@ -334,6 +351,7 @@ func migrationExecPlan(res Resource, spec api.PtahMigrationPlanSpec, approver st
 		byVersion[f.Version.Canonical()] = f
 	}
 	plan := &postgres.Plan{LockTimeout: lockTimeout, History: &postgres.PlanHistory{Resource: res.storeResource()}}
+	plan.LockAttempt, plan.StatementTimeout = statementLimits(spec.LockAttemptTimeout, spec.StatementTimeout)
 	seen := map[string]string{}
 	for _, v := range spec.Versions {
 		f, err := planFile(byVersion, seen, v)

@@ -479,7 +479,8 @@ func TestMigrationCrashWhileTheWriterWaitsOnALock(t *testing.T) {
 		"0002_b.sql": logs("0002") + "ALTER TABLE public.users ADD COLUMN note text;\n",
 		"0003_c.sql": logs("0003"),
 	})
-	c.res.Migration.Spec.Policy.LockTimeout = "5m" // the orphaned writer keeps waiting
+	c.res.Migration.Spec.Policy.LockTimeout = "5m"        // the orphaned writer keeps waiting,
+	c.res.Migration.Spec.Policy.LockAttemptTimeout = "5m" // in one attempt
 	if _, err := c.conn.Exec(c.ctx, "CREATE TABLE public.users (id int)"); err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,8 @@ func TestUncertainMigrationApplyKeepsTheDatabaseWhileItsPodMayRun(t *testing.T) 
 	ctx := context.Background()
 	f := newFixture(t, "")
 	res := f.migration("app", map[string]string{"0001_users.sql": "CREATE TABLE public.users (id int PRIMARY KEY);\n"}, api.ApplyAlways)
-	res.Migration.Spec.Policy.LockTimeout = "5m" // the orphaned writer keeps waiting
+	res.Migration.Spec.Policy.LockTimeout = "5m"        // the orphaned writer keeps waiting,
+	res.Migration.Spec.Policy.LockAttemptTimeout = "5m" // in one attempt
 	if st := f.runMigration(res, Apply).Migration.Status; st.Phase != api.PhaseInSync {
 		t.Fatalf("setup: %s (%s)", st.Phase, st.Message)
 	}
@@ -719,5 +720,22 @@ func TestMigrationFailureRecordsNoSQLInStatus(t *testing.T) {
 	}
 	if strings.Contains(string(raw), "hunter2") || strings.Contains(string(raw), "INSERT INTO") {
 		t.Fatalf("the status carries SQL: %s", raw)
+	}
+}
+
+// policy.statementTimeout bounds each statement of the run, and is part
+// of the plan: a file that runs past it fails, and rolls back.
+func TestPolicyStatementTimeoutBoundsEachStatement(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	res := f.migration("app", map[string]string{"0001_slow.sql": "CREATE TABLE public.slow (id int);\nSELECT pg_sleep(3);\n"}, api.ApplyAlways)
+	res.Migration.Spec.Policy.StatementTimeout = "300ms"
+	f.runMigration(res, Apply)
+	st := f.migStatus(res)
+	if st.Phase != api.PhaseFailed || !strings.Contains(st.Message, "statement timeout (300ms)") {
+		t.Fatalf("the slow file: phase %s (%s), want Failed past the statement timeout", st.Phase, st.Message)
+	}
+	if f.tableExists("slow") {
+		t.Error("the file's transaction did not roll back")
 	}
 }

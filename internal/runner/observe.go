@@ -126,13 +126,13 @@ func CoordinationDigest(spec api.PtahSchemaSpec, targetDigest string) string {
 
 // PolicyFingerprint covers what governs applying: policy and scope.
 func PolicyFingerprint(spec api.PtahSchemaSpec) string {
-	return fingerprint.New("ptah.run/policy/v1").
+	b := fingerprint.New("ptah.run/policy/v1").
 		String("apply", string(spec.Policy.Apply)).
 		Bool("allowDestructive", spec.Policy.AllowDestructive).
 		String("lockTimeout", spec.Policy.LockTimeout).
 		Strings("schemas", spec.Schemas).
-		Bool("online", spec.Policy.IsOnline()).
-		Sum()
+		Bool("online", spec.Policy.IsOnline())
+	return withStatementLimits(b, spec.Policy.LockAttemptTimeout, spec.Policy.StatementTimeout).Sum()
 }
 
 // SchemaPlanRequest is what planning res asks of the catalog: its target,
@@ -192,6 +192,9 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 		LockCapacity: capacity,
 		Destructive:  obs.Plan.Destructive,
 		LockTimeout:  res.Schema.Spec.Policy.LockTimeout,
+
+		LockAttemptTimeout: res.Schema.Spec.Policy.LockAttemptTimeout,
+		StatementTimeout:   res.Schema.Spec.Policy.StatementTimeout,
 	}, nil
 }
 
@@ -206,6 +209,15 @@ func ActualStateFingerprint(obs *catalog.Observation) string {
 		Sum()
 }
 
+// statementLimits parses a plan's lock attempt and statement timeouts,
+// validated with its policy; "" is 0, the executor's default (see
+// postgres.Plan).
+func statementLimits(lockAttempt, statement string) (attempt, limit time.Duration) {
+	attempt, _ = time.ParseDuration(lockAttempt)
+	limit, _ = time.ParseDuration(statement)
+	return attempt, limit
+}
+
 func (r *Runner) binding() api.ExecutionBinding {
 	return api.ExecutionBinding{PtahVersion: r.Version, ContractVersion: api.ContractVersion, Engine: api.EnginePostgres}
 }
@@ -215,6 +227,7 @@ func (r *Runner) binding() api.ExecutionBinding {
 func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
 	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout}
+	p.LockAttempt, p.StatementTimeout = statementLimits(spec.LockAttemptTimeout, spec.StatementTimeout)
 	for _, s := range spec.Statements {
 		hz := make([]postgres.Hazard, len(s.Hazards))
 		for i, h := range s.Hazards {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -168,4 +169,20 @@ func pgxConnect(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// A PtahSchema's lock attempt and statement timeouts are published with
+// its plan, and the executor runs the plan under them.
+func TestSchemaPlanCarriesItsStatementLimits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	res := f.resource(api.ApplyOnApproval, "CREATE TABLE t (id int);")
+	res.Schema.Spec.Policy.LockAttemptTimeout, res.Schema.Spec.Policy.StatementTimeout = "250ms", "10m"
+	p := f.run(res, PlanOnly).Plan
+	if p == nil || p.Spec.LockAttemptTimeout != "250ms" || p.Spec.StatementTimeout != "10m" {
+		t.Fatalf("published plan %+v, want the policy's lock attempt and statement timeouts", p)
+	}
+	if plan := ToPlan(p.Spec); plan.LockAttempt != 250*time.Millisecond || plan.StatementTimeout != 10*time.Minute {
+		t.Errorf("the executed plan: lock attempt %s, statement timeout %s", plan.LockAttempt, plan.StatementTimeout)
+	}
 }

@@ -73,6 +73,10 @@ func TestPartiallyAppliedRunIsObserved(t *testing.T) {
 	// nick is NULL in the row: SET NOT NULL fails, in the second transaction.
 	declared := strings.Replace(phasesDeclared, "nick text", "nick text NOT NULL", 1)
 	res := f.resource(v1alpha1.ApplyOnApproval, declared)
+	// Offline: the SET NOT NULL in the plan's main transaction (online, it
+	// would be proved by a check validated in a phase of its own).
+	offline := false
+	res.Schema.Spec.Policy.Online = &offline
 	planned := f.run(res, PlanOnly)
 	f.approve(planned.Plan)
 	got := f.run(res, Apply)

@@ -95,6 +95,13 @@ func TestValidateMigration(t *testing.T) {
 			[]string{`spec.policy.lockTimeout: "five" is not a duration`}},
 		{"zero lock timeout", func(m *PtahMigration) { m.Spec.Policy.LockTimeout = "0s" },
 			[]string{`spec.policy.lockTimeout: "0s" must be at least 1ms`}},
+		{"valid statement limits", func(m *PtahMigration) {
+			m.Spec.Policy.LockAttemptTimeout, m.Spec.Policy.StatementTimeout = "50ms", "10m"
+		}, nil},
+		{"bad lock attempt timeout", func(m *PtahMigration) { m.Spec.Policy.LockAttemptTimeout = "soon" },
+			[]string{`spec.policy.lockAttemptTimeout: "soon" is not a duration`}},
+		{"zero statement timeout", func(m *PtahMigration) { m.Spec.Policy.StatementTimeout = "0s" },
+			[]string{`spec.policy.statementTimeout: "0s" must be at least 1ms; leave it out`}},
 		{"no url", func(m *PtahMigration) { m.Spec.Target.URLFrom = nil },
 			[]string{`spec.target: one of url and urlFrom is required`}},
 		{"bad env name", func(m *PtahMigration) { m.Spec.Target.URLFrom = &URLSource{Env: "1-A"} },

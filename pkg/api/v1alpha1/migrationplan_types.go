@@ -52,6 +52,9 @@ type PtahMigrationPlanSpec struct {
 	// Bindings.ActualStateFingerprint). Allowed only on an empty history.
 	Baseline    bool   `json:"baseline,omitempty"`
 	LockTimeout string `json:"lockTimeout"`
+	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
+	LockAttemptTimeout string `json:"lockAttemptTimeout,omitempty"`
+	StatementTimeout   string `json:"statementTimeout,omitempty"`
 	// Bindings include the history fingerprint the versions were selected
 	// against.
 	Bindings `json:",inline"`

@@ -191,6 +191,21 @@ type Policy struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	LockTimeout string `json:"lockTimeout,omitempty"`
+	// LockAttemptTimeout is how long one attempt to take a statement's
+	// locks waits in PostgreSQL's lock queue before it steps out, letting
+	// the sessions queued behind it through, and tries again (until
+	// lockTimeout is spent). Default 100ms; as long as lockTimeout or
+	// longer, one attempt.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	LockAttemptTimeout string `json:"lockAttemptTimeout,omitempty"`
+	// StatementTimeout bounds how long each statement may run, its lock
+	// waits included (PostgreSQL's statement_timeout). Unset, none: the
+	// run's deadline alone bounds a long CREATE INDEX CONCURRENTLY or
+	// VALIDATE CONSTRAINT.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	StatementTimeout string `json:"statementTimeout,omitempty"`
 	// Online plans keep the application reading and writing while they
 	// change tables that hold rows: an index on an existing table is
 	// built, replaced and dropped CONCURRENTLY, each such statement run

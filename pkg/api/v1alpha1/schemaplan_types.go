@@ -148,7 +148,10 @@ type PtahSchemaPlanSpec struct {
 	LockCapacity *LockCapacity `json:"lockCapacity,omitempty"`
 	Destructive  bool          `json:"destructive"`
 	LockTimeout  string        `json:"lockTimeout"`
-	Bindings     `json:",inline"`
+	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
+	LockAttemptTimeout string `json:"lockAttemptTimeout,omitempty"`
+	StatementTimeout   string `json:"statementTimeout,omitempty"`
+	Bindings           `json:",inline"`
 	// Fingerprint covers every field above; a stored plan whose content no
 	// longer hashes to it has been tampered with and is refused.
 	Fingerprint string `json:"fingerprint"`

@@ -92,6 +92,8 @@ func (s *PtahSchema) Validate() error {
 	}
 
 	errs.policy(s.Spec.Policy.Apply, s.Spec.Policy.LockTimeout)
+	errs.duration("spec.policy.lockAttemptTimeout", s.Spec.Policy.LockAttemptTimeout)
+	errs.duration("spec.policy.statementTimeout", s.Spec.Policy.StatementTimeout)
 	return errs.err()
 }
 
@@ -110,6 +112,8 @@ func (m *PtahMigration) Validate() error {
 	}
 
 	errs.policy(m.Spec.Policy.Apply, m.Spec.Policy.LockTimeout)
+	errs.duration("spec.policy.lockAttemptTimeout", m.Spec.Policy.LockAttemptTimeout)
+	errs.duration("spec.policy.statementTimeout", m.Spec.Policy.StatementTimeout)
 	return errs.err()
 }
 
@@ -293,6 +297,19 @@ func (e *fieldErrors) policy(apply ApplyPolicy, lockTimeout string) {
 			// "wait forever", which is exactly what the setting prevents.
 			e.add("spec.policy.lockTimeout", "%q must be at least 1ms", lockTimeout)
 		}
+	}
+}
+
+// duration checks an optional duration field: PostgreSQL counts its
+// timeouts in milliseconds, and takes 0 as none.
+func (e *fieldErrors) duration(field, value string) {
+	if value == "" {
+		return
+	}
+	if d, err := time.ParseDuration(value); err != nil {
+		e.add(field, "%q is not a duration such as 5s or 500ms", value)
+	} else if d < time.Millisecond {
+		e.add(field, "%q must be at least 1ms; leave it out for the default", value)
 	}
 }
 
