@@ -241,8 +241,9 @@ var keyColumns = regexp.MustCompile(`^(UNIQUE|PRIMARY KEY) \(([^()]+)\)$`)
 // keysOnline reports whether key c, added by this plan, is built as a
 // unique index concurrently first: in an online plan, on a table that
 // holds rows and is no partition nor partitioned, when its definition is
-// a plain list of columns (no INCLUDE, WITH, NULLS NOT DISTINCT or
-// deferral, which USING INDEX cannot all carry), and, for a primary key,
+// a plain list of columns (no INCLUDE, WITH, NULLS NOT DISTINCT, WITHOUT
+// OVERLAPS or deferral, which a btree index or USING INDEX cannot all
+// carry), and, for a primary key,
 // when its columns are NOT NULL already, or made so online before it (else
 // adding it would set them so, scanning the table under ACCESS EXCLUSIVE).
 func (d *differ) keysOnline(c Constraint) bool {
@@ -251,7 +252,7 @@ func (d *differ) keysOnline(c Constraint) bool {
 	}
 	m := keyColumns.FindStringSubmatch(c.Definition)
 	t, ok := d.desired.byID[ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}].(Table)
-	if m == nil || !ok || t.PartitionKey != "" || t.PartitionOf != nil {
+	if m == nil || strings.Contains(m[2], " WITHOUT OVERLAPS") || !ok || t.PartitionKey != "" || t.PartitionOf != nil {
 		return false
 	}
 	if c.Type == PrimaryKey {

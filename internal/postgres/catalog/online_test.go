@@ -144,6 +144,8 @@ func TestOnlineIndexPlans(t *testing.T) {
 	primary := Constraint{Schema: "public", Table: "accounts", Name: "accounts_pkey", Type: PrimaryKey, Definition: "PRIMARY KEY (id)", Columns: []string{"id"}}
 	covering := unique
 	covering.Definition = "UNIQUE (email) INCLUDE (org)"
+	temporal := unique
+	temporal.Definition = "UNIQUE (email, org WITHOUT OVERLAPS)"
 	tests = append(tests, []struct {
 		name          string
 		live, desired Model
@@ -196,6 +198,12 @@ func TestOnlineIndexPlans(t *testing.T) {
 			online: []want{
 				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id)", false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
 			},
+		},
+		{
+			name: "a temporal key (WITHOUT OVERLAPS, a GiST index) is added as offline",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{temporal}},
+			online: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email, org WITHOUT OVERLAPS)", false,
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
 		},
 		{
 			name: "a key with INCLUDE columns is added as offline",
