@@ -146,6 +146,8 @@ func TestOnlineIndexPlans(t *testing.T) {
 	covering.Definition = "UNIQUE (email) INCLUDE (org)"
 	temporal := unique
 	temporal.Definition = "UNIQUE (email, org WITHOUT OVERLAPS)"
+	coveringPrimary := primary
+	coveringPrimary.Definition = "PRIMARY KEY (id) INCLUDE (org)"
 	tests = append(tests, []struct {
 		name          string
 		live, desired Model
@@ -197,6 +199,18 @@ func TestOnlineIndexPlans(t *testing.T) {
 			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{primary}},
 			online: []want{
 				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id)", false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+			},
+		},
+		{
+			name: "a key added as offline over a column made NOT NULL online comes after the column",
+			live: bare, desired: Model{Schemas: pub(), Tables: []Table{idNotNull}, Constraints: []Constraint{coveringPrimary}},
+			online: []want{
+				{"ALTER TABLE public.accounts ADD CONSTRAINT id_ptah_not_null CHECK (id IS NOT NULL) NOT VALID", false, nil},
+				{"ALTER TABLE public.accounts VALIDATE CONSTRAINT id_ptah_not_null", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ALTER COLUMN id SET NOT NULL", false, nil},
+				{"ALTER TABLE public.accounts DROP CONSTRAINT id_ptah_not_null", false, nil},
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id) INCLUDE (org)", false,
+					[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
 			},
 		},
 		{
@@ -271,5 +285,28 @@ func TestPlanPhasesRunConcurrentStatementsWithoutATransaction(t *testing.T) {
 	want := []string{"1 enum-labels noTx=false", "1  noTx=false", "2 online noTx=true", "1  noTx=false", "1 online noTx=true"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("phases:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// The differ takes statements run without a transaction last among those
+// it may take next, so that the transactional ones around them share a
+// transaction: a new column and a new view go together, and the index
+// built concurrently after them, in two phases rather than three.
+func TestOnlinePlansKeepTheirTransactionalStatementsTogether(t *testing.T) {
+	t.Parallel()
+	accounts := tbl("accounts", col("id", "bigint"), col("email", "text"))
+	wider := tbl("accounts", col("id", "bigint"), col("email", "text"), col("org", "bigint"))
+	ix := Index{Schema: "public", Table: "accounts", Name: "accounts_email_idx", Columns: []string{"email"},
+		Definition: "CREATE INDEX accounts_email_idx ON public.accounts USING btree (email)"}
+	v := View{Schema: "public", Name: "v", Definition: " SELECT 1 AS one;", Columns: []ViewColumn{{Name: "one", Type: "integer"}}}
+	live := Model{Schemas: pub(), Tables: []Table{accounts}}
+	desired := Model{Schemas: pub(), Tables: []Table{wider}, Indexes: []Index{ix}, Views: []View{v},
+		Deps: []Dep{{Object: ix.ID(), RefObject: ColumnID("public", "accounts", "email")}}}
+	stmts, err := DiffWith(&live, &desired, DiffOptions{Online: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phases := postgres.PlanPhases(stmts, 0); len(phases) != 2 || phases[0].NoTransaction || !phases[1].NoTransaction {
+		t.Errorf("phases %+v of\n  %s\nwant a transaction, then the concurrent build", phases, strings.Join(sqls(stmts), ";\n  "))
 	}
 }
