@@ -182,6 +182,27 @@ func (p *project) whenWriterWaits(tx pgx.Tx, act func(watcher *pgx.Conn, writerP
 	return done
 }
 
+// interruptWhenWriterWaits makes the next ptah the project runs get
+// Ctrl-C once its writer waits for the lock tx holds, and lets the lock go
+// only once the interrupt has stopped the statement (the writer no longer
+// waits): else, on a busy machine, the lock could be granted and the
+// statement commit before ptah handles the signal.
+func (p *project) interruptWhenWriterWaits(tx pgx.Tx) {
+	p.started = func(proc *os.Process) {
+		p.whenWriterWaits(tx, func(watcher *pgx.Conn, writer int32) {
+			_ = proc.Signal(os.Interrupt)
+			for range 300 {
+				var waiting bool
+				if err := watcher.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+					WHERE pid = $1 AND wait_event_type = 'Lock')`, writer).Scan(&waiting); err != nil || !waiting {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
 func (p *project) query(sql string, dest ...any) {
 	p.t.Helper()
 	ctx := context.Background()
@@ -429,9 +450,7 @@ func TestInterruptedApply(t *testing.T) {
 	t.Parallel()
 	p := newProject(t, crashBefore, crashDeclared)
 	tx := p.lockUsers()
-	p.started = func(proc *os.Process) {
-		p.whenWriterWaits(tx, func(*pgx.Conn, int32) { _ = proc.Signal(os.Interrupt) })
-	}
+	p.interruptWhenWriterWaits(tx)
 	code, stdout, stderr := p.ptah(nil, "apply")
 	p.started = nil
 	t.Logf("interrupted apply: exit %d\n%s%s", code, stdout, stderr)
@@ -560,9 +579,7 @@ func TestInterruptedMigrationApply(t *testing.T) {
 		"2_email.sql": "ALTER TABLE users ADD COLUMN email text;",
 	})
 	tx := p.lockUsers()
-	p.started = func(proc *os.Process) {
-		p.whenWriterWaits(tx, func(*pgx.Conn, int32) { _ = proc.Signal(os.Interrupt) })
-	}
+	p.interruptWhenWriterWaits(tx)
 	code, stdout, stderr := p.ptah(nil, "apply")
 	p.started = nil
 	t.Logf("interrupted apply: exit %d\n%s%s", code, stdout, stderr)
