@@ -183,12 +183,15 @@ func TestLockBudgetSpentNamesTheBlockers(t *testing.T) {
 	_, holderPID := lockTableT(t, url)
 	w := openWriter(t, url, testDigest, "op-1")
 	plan := planOf("ALTER TABLE public.t ADD COLUMN c integer")
-	plan.LockTimeout = time.Second
+	// Five seconds: the watcher, opened after the first failed attempt,
+	// must catch the statement waiting in a later one, which a loaded
+	// machine may not manage within one second.
+	plan.LockTimeout = 5 * time.Second
 	heard := newWaits()
 	began := time.Now()
 	err := w.Execute(ctx, "plan-1", plan, heard.progress)
 	if took := time.Since(began); took > 30*time.Second {
-		t.Errorf("Execute took %s with a lock timeout of 1s", took)
+		t.Errorf("Execute took %s with a lock timeout of 5s", took)
 	}
 
 	var stmtErr *StatementError
