@@ -361,11 +361,27 @@ func TestServeConvergesAPtahSchemaThroughJobs(t *testing.T) {
 		}
 	}
 	// And ptah's metrics counted the plan and the apply.
-	if n := metricValue(t, "ptah_applies_total", map[string]string{"kind": api.KindPtahSchema, "outcome": controller.OutcomeSucceeded}); n < 1 {
+	if n := metricReaches(t, "ptah_applies_total", map[string]string{"kind": api.KindPtahSchema, "outcome": controller.OutcomeSucceeded}, 1); n < 1 {
 		t.Errorf("ptah_applies_total{outcome=Succeeded} = %v, want at least 1", n)
 	}
-	if n := metricValue(t, "ptah_plans_published_total", map[string]string{"kind": api.KindPtahSchema}); n < 1 {
+	if n := metricReaches(t, "ptah_plans_published_total", map[string]string{"kind": api.KindPtahSchema}, 1); n < 1 {
 		t.Errorf("ptah_plans_published_total = %v, want at least 1", n)
+	}
+}
+
+// metricReaches waits, within settleWithin, for a metric to reach at least
+// min, and returns the last value read. The manager brings its metrics up
+// to date after the status write a test waits for, so a single read right
+// after seeing the status can come a moment early.
+func metricReaches(t *testing.T, name string, labels map[string]string, min float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(settleWithin)
+	for {
+		n := metricValue(t, name, labels)
+		if n >= min || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -561,7 +577,7 @@ func TestSchemaBlocksOnAContestedRealmWithoutDispatchingAJobInCluster(t *testing
 	if !strings.Contains(st.Message, "PtahSchema "+c.ns+"/first") && !strings.Contains(st.Message, "first") {
 		t.Errorf("the conflict does not name the rival: %s", st.Message)
 	}
-	if n := metricValue(t, "ptah_blocked_resources", map[string]string{"kind": api.KindPtahSchema, "reason": api.ReasonRealmConflict}); n < 1 {
+	if n := metricReaches(t, "ptah_blocked_resources", map[string]string{"kind": api.KindPtahSchema, "reason": api.ReasonRealmConflict}, 1); n < 1 {
 		t.Errorf("ptah_blocked_resources{reason=RealmConflict} = %v while a resource is blocked by the census", n)
 	}
 	if st.ActiveOperation != nil || st.Applied != nil || c.tableExists("shared_b.b") {
