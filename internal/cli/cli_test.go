@@ -70,8 +70,10 @@ func fakePlan() *postgres.Plan {
 	return &postgres.Plan{
 		Statements: []postgres.Statement{
 			{SQL: "CREATE TABLE app.a (\n    id integer\n)"},
-			{SQL: "ALTER TABLE public.users DROP COLUMN legacy", Hazards: []postgres.Hazard{postgres.HazardDeletesData, postgres.HazardBlocksWrites}},
+			{SQL: "ALTER TABLE public.users DROP COLUMN legacy", Hazards: []postgres.Hazard{postgres.HazardDeletesData},
+				Locks: []postgres.Lock{{Relation: "public.users", Mode: postgres.AccessExclusive}}},
 		},
+		LocksKnown:   true,
 		Phases:       []postgres.Phase{{Statements: 2, Locks: 19}},
 		LockCapacity: postgres.LockCapacity{MaxLocksPerTransaction: 64, MaxConnections: 100},
 		Destructive:  true,
@@ -118,7 +120,8 @@ func TestPlanText(t *testing.T) {
      );
 
   2  ALTER TABLE public.users DROP COLUMN legacy;
-     [deletes-data] [blocks-writes]
+     [deletes-data]
+     locks ACCESS EXCLUSIVE on public.users
 
 Destructive: this plan deletes data; spec.policy.allowDestructive is false, so it would be refused at apply.
 Plan: 2 statements, 1 with hazards, destructive.
@@ -288,13 +291,19 @@ func TestPlanJSON(t *testing.T) {
           "statements": [
             {
               "sql": "CREATE TABLE app.a (\n    id integer\n)",
-              "hazards": []
+              "hazards": [],
+              "locks": []
             },
             {
               "sql": "ALTER TABLE public.users DROP COLUMN legacy",
               "hazards": [
-                "deletes-data",
-                "blocks-writes"
+                "deletes-data"
+              ],
+              "locks": [
+                {
+                  "relation": "public.users",
+                  "mode": "ACCESS EXCLUSIVE"
+                }
               ]
             }
           ],

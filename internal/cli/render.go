@@ -93,6 +93,9 @@ type (
 	jsonStatement struct {
 		SQL     string   `json:"sql"`
 		Hazards []string `json:"hazards"`
+		// Locks: the locks stronger than ROW EXCLUSIVE it takes on
+		// relations that exist, the strongest per relation; [] when none.
+		Locks []api.PlanLock `json:"locks"`
 	}
 )
 
@@ -109,9 +112,12 @@ func renderJSON(w io.Writer, results []planResult) error {
 			LockTimeout: r.Plan.LockTimeout.String(),
 		}
 		for _, s := range r.Plan.Statements {
-			st := jsonStatement{SQL: s.SQL, Hazards: []string{}}
+			st := jsonStatement{SQL: s.SQL, Hazards: []string{}, Locks: []api.PlanLock{}}
 			for _, h := range s.Hazards {
 				st.Hazards = append(st.Hazards, string(h))
+			}
+			for _, l := range s.Locks {
+				st.Locks = append(st.Locks, api.PlanLock{Relation: l.Relation, Mode: l.Mode.String()})
 			}
 			spec.Statements = append(spec.Statements, st)
 		}
@@ -182,12 +188,23 @@ func newStyles(w io.Writer, profile termenv.Profile) styles {
 		hazard: map[postgres.Hazard]lipgloss.Style{
 			postgres.HazardDeletesData:   r.NewStyle().Bold(true).Foreground(red),
 			postgres.HazardRewritesTable: r.NewStyle().Bold(true).Foreground(yellow),
+			postgres.HazardBlocksReads:   r.NewStyle().Bold(true).Foreground(red),
 			postgres.HazardBlocksWrites:  r.NewStyle().Bold(true).Foreground(yellow),
 			postgres.HazardBuildsIndex:   r.NewStyle().Foreground(magenta),
 			postgres.HazardMayFail:       r.NewStyle().Foreground(yellow),
 		},
 		otherHazard: r.NewStyle().Foreground(yellow),
 	}
+}
+
+// lockList is a statement's locks as the text output shows them:
+// "ACCESS EXCLUSIVE on public.accounts, SHARE on public.orders".
+func lockList(locks []postgres.Lock) string {
+	s := make([]string, len(locks))
+	for i, l := range locks {
+		s[i] = l.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 func (st styles) tag(h postgres.Hazard) string {
@@ -282,6 +299,9 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 				tags[j] = st.tag(h)
 			}
 			b.WriteString(indent + strings.Join(tags, " ") + "\n")
+		}
+		if len(s.Locks) > 0 {
+			b.WriteString(indent + st.dim.Render("locks "+lockList(s.Locks)) + "\n")
 		}
 	}
 	b.WriteString("\n")

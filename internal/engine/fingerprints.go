@@ -9,8 +9,8 @@ import (
 )
 
 // PlanFingerprint covers a plan's content and every binding, in this order:
-// schema name and UID, statements (SQL, then hazards), destructive, lock
-// timeout, the lock attempt and statement timeouts when set, then, when the plan has them (contract version 2), its phases
+// schema name and UID, statements (SQL, then hazards), when the plan has
+// them its statements' locks, destructive, lock timeout, the lock attempt and statement timeouts when set, then, when the plan has them (contract version 2), its phases
 // and the lock capacity they were cut for, each as its JSON encoding, then
 // the bindings as their JSON encoding. The Fingerprint field itself is not
 // an input. A plan of contract version 1 has neither phases nor a lock
@@ -22,6 +22,14 @@ func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
 		Int("statements", int64(len(s.Statements)))
 	for _, st := range s.Statements {
 		b.String("sql", st.SQL).Strings("hazards", st.Hazards)
+	}
+	if s.StatementLocks {
+		// The writer decides from them how to take each statement's
+		// locks, so they are content a person approves.
+		b.Bool("statementLocks", true)
+		for _, st := range s.Statements {
+			b.JSON("locks", st.Locks)
+		}
 	}
 	b.Bool("destructive", s.Destructive).String("lockTimeout", s.LockTimeout)
 	statementLimits(b, s.LockAttemptTimeout, s.StatementTimeout)

@@ -103,3 +103,44 @@ func TestPlanFingerprintsCoverStatementLimits(t *testing.T) {
 		t.Error("a plan's fingerprint is not stable")
 	}
 }
+
+// TestPlanFingerprintCoversTheStatementsLocks: the writer decides from a
+// statement's locks whether to take them in attempts, after checking for
+// holders, or run it as it is; a stored plan whose locks were changed (to
+// skip that care) is tampered with.
+func TestPlanFingerprintCoversTheStatementsLocks(t *testing.T) {
+	t.Parallel()
+	locked := func() api.PtahSchemaPlanSpec {
+		spec := phasedSpec()
+		spec.StatementLocks = true
+		spec.Statements = append([]api.PlanStatement(nil), spec.Statements...)
+		spec.Statements[0].Locks = []api.PlanLock{{Relation: "public.t", Mode: "ACCESS EXCLUSIVE"}}
+		spec.Fingerprint = PlanFingerprint(spec)
+		return spec
+	}
+	for name, tamper := range map[string]func(*api.PtahSchemaPlanSpec){
+		"a lock removed":     func(s *api.PtahSchemaPlanSpec) { s.Statements[0].Locks = nil },
+		"a mode weakened":    func(s *api.PtahSchemaPlanSpec) { s.Statements[0].Locks[0].Mode = "SHARE UPDATE EXCLUSIVE" },
+		"a relation renamed": func(s *api.PtahSchemaPlanSpec) { s.Statements[0].Locks[0].Relation = "public.u" },
+		"a lock added": func(s *api.PtahSchemaPlanSpec) {
+			s.Statements[1].Locks = []api.PlanLock{{Relation: "public.u", Mode: "SHARE"}}
+		},
+		"the locks disowned": func(s *api.PtahSchemaPlanSpec) { s.StatementLocks = false },
+		"the locks moved earlier": func(s *api.PtahSchemaPlanSpec) {
+			s.Statements[0].Locks, s.Statements[1].Locks = nil, s.Statements[0].Locks
+		},
+	} {
+		spec := locked()
+		tamper(&spec)
+		if err := VerifyPlan(Plan{Name: "app-1", UID: "plan-uid", Spec: spec}); !errors.Is(err, ErrPlanTampered) {
+			t.Errorf("%s: VerifyPlan = %v, want ErrPlanTampered", name, err)
+		}
+	}
+	if err := VerifyPlan(Plan{Name: "app-1", UID: "plan-uid", Spec: locked()}); err != nil {
+		t.Errorf("the untouched plan: %v", err)
+	}
+	// A plan from before statements carried their locks hashes as it did.
+	if old := phasedSpec(); PlanFingerprint(old) != old.Fingerprint {
+		t.Error("a plan without statement locks no longer hashes as it did")
+	}
+}

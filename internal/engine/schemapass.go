@@ -53,6 +53,8 @@ type Observation struct {
 	LockTimeout  string
 	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
 	LockAttemptTimeout, StatementTimeout string
+	// StatementLocks: the statements carry their locks.
+	StatementLocks bool
 }
 
 // SchemaPassInput is everything a PtahSchema's pass decides from.
@@ -324,6 +326,7 @@ func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSche
 
 		LockAttemptTimeout: obs.LockAttemptTimeout,
 		StatementTimeout:   obs.StatementTimeout,
+		StatementLocks:     obs.StatementLocks,
 	}
 	spec.Fingerprint = PlanFingerprint(spec)
 	return spec
@@ -334,7 +337,8 @@ func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSche
 func ObservationOf(spec api.PtahSchemaPlanSpec) Observation {
 	return Observation{Bindings: spec.Bindings, Statements: spec.Statements, Phases: spec.Phases,
 		LockCapacity: spec.LockCapacity, Destructive: spec.Destructive, LockTimeout: spec.LockTimeout,
-		LockAttemptTimeout: spec.LockAttemptTimeout, StatementTimeout: spec.StatementTimeout}
+		LockAttemptTimeout: spec.LockAttemptTimeout, StatementTimeout: spec.StatementTimeout,
+		StatementLocks: spec.StatementLocks}
 }
 
 // repeatsTheLastRun: the pass that verifies a successful run (or one that

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Lock queue safety. PostgreSQL grants locks in the order they are asked
@@ -55,6 +56,23 @@ func (p *Plan) lockAttempt() time.Duration {
 		return 0
 	}
 	return a
+}
+
+// mayQueue reports whether statement s may wait for a lock that queues
+// the application behind it, and so takes its locks in attempts. When the
+// planner knows the statement's locks (LocksKnown), that is a lock the
+// application's writes would queue behind (SHARE or stronger): one that
+// conflicts with neither its reads nor its writes (SHARE UPDATE
+// EXCLUSIVE) holds up only other DDL and VACUUM, and a statement that
+// locks only objects the plan created (no Locks) holds up nobody. Such
+// statements run as they are, without the savepoint each attempt costs.
+// Otherwise the writer guesses from the statement's leading keywords (see
+// mayQueueForLock).
+func (p *Plan) mayQueue(s Statement) bool {
+	if p.LocksKnown {
+		return s.StrongestLock().BlocksWrites()
+	}
+	return mayQueueForLock(s.SQL)
 }
 
 // mayQueueForLock reports whether statement sql may wait for a lock
@@ -136,19 +154,28 @@ func skipComments(sql string) string {
 // attempt's, and Writer.Execute returns it as the Err of the statement's
 // *StatementError, as it does a lock timeout.
 //
+// A statement whose locks the planner knows may have made no attempt at
+// all (Attempts 0): other sessions held conflicting locks for the whole
+// budget, and the writer, which checks for them before each attempt (see
+// Writer.awaitHolders), never joined the lock queue behind them. It then
+// wraps a lock timeout of its own making (see notRequested), as the server
+// would word one.
+//
 // It names the sessions the statement waited for by pid,
 // application_name, state and the start of their transaction, never by
 // what they run: the error is journaled, and shown to whoever runs ptah.
 type LockWaitError struct {
 	Attempts int
-	// Tried is how long the statement tried, from its first attempt until
-	// it gave up; Attempt, how long each attempt could wait at most.
+	// Tried is how long the statement tried, from its first attempt (or
+	// the check before it) until it gave up; Attempt, how long each
+	// attempt could wait at most.
 	Tried, Attempt time.Duration
 	// WaitsFor is the lock it waited for, e.g. "AccessExclusiveLock on
 	// public.t"; "" when no attempt was seen waiting.
 	WaitsFor string
 	// BlockedBy are the sessions seen holding it (or queued for it ahead
-	// of the statement), over all the attempts, as last seen.
+	// of the statement, or, before an attempt, holding or queued for a
+	// lock that conflicts with it), over all the attempts, as last seen.
 	BlockedBy []Blocker
 	// Deadline: the run's deadline, before the budget, left no time for
 	// another attempt.
@@ -158,10 +185,18 @@ type LockWaitError struct {
 
 func (e *LockWaitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "could not take its locks in %d attempts over %s (each waited at most %s, then let the sessions queued behind it through)",
-		e.Attempts, e.Tried.Round(time.Millisecond), e.Attempt)
-	if e.Deadline {
-		b.WriteString(", and the run's deadline leaves no time for another")
+	if e.Attempts == 0 {
+		fmt.Fprintf(&b, "waited %s for sessions holding conflicting locks to finish, without joining the lock queue",
+			e.Tried.Round(time.Millisecond))
+		if e.Deadline {
+			b.WriteString(", and the run's deadline leaves no time to wait longer")
+		}
+	} else {
+		fmt.Fprintf(&b, "could not take its locks in %d attempts over %s (each waited at most %s, then let the sessions queued behind it through)",
+			e.Attempts, e.Tried.Round(time.Millisecond), e.Attempt)
+		if e.Deadline {
+			b.WriteString(", and the run's deadline leaves no time for another")
+		}
 	}
 	if waiting := (&Activity{WaitsFor: e.WaitsFor, BlockedBy: e.BlockedBy}).Waiting(); waiting != "" {
 		b.WriteString(": waiting for " + waiting)
@@ -173,6 +208,16 @@ func (e *LockWaitError) Error() string {
 }
 
 func (e *LockWaitError) Unwrap() error { return e.Err }
+
+// notRequested is the lock timeout of a statement that gave up before
+// its first attempt (see LockWaitError): no attempt timed out, yet the
+// statement failed for the reason a lock timeout fails, and callers tell
+// lock timeouts apart by their SQLSTATE (IsLockTimeout). The writer, not
+// the server, makes it.
+func notRequested() error {
+	return &pgconn.PgError{Severity: "ERROR", Code: "55P03",
+		Message: "lock not requested: conflicting locks were held throughout the lock timeout"}
+}
 
 // execInAttempts runs statement step of a transactional phase in tx, its
 // journal step written already, in attempts of Plan.LockAttempt, until one
@@ -190,12 +235,34 @@ func (e *LockWaitError) Unwrap() error { return e.Err }
 // the budget is spent, the statement fails as a lock timeout does, with a
 // *LockWaitError. Once an attempt succeeds, the savepoint is released and
 // lock_timeout is the preamble's again, for what the phase runs after it.
+//
+// When the planner knows the statement's locks (see Plan.checksHolders),
+// every attempt, the first included, is made only once no other session
+// holds, or queues for, a lock that conflicts with them (see
+// Writer.awaitHolders): until then the writer does not join the queue at
+// all, and waits, reports and gives up as it does between attempts.
 func (w *Writer) execInAttempts(ctx context.Context, tx pgx.Tx, p phaseRun, step Step, a armed, progress ProgressFunc) error {
 	plan, class, total := p.plan, failureClass(p.from), len(p.plan.Statements)
 	r := &lockRetry{budget: plan.LockTimeout, attempt: plan.lockAttempt(), limit: plan.StatementTimeout,
 		started: time.Now(), step: step, progress: progress}
+	if plan.checksHolders(step.Statement) {
+		r.needs = step.Statement.Locks
+	}
 	defer r.close()
-	_, err := tx.Exec(ctx, fmt.Sprintf("SAVEPOINT %s; SET LOCAL lock_timeout = '%dms'", attemptSavepoint, r.attempt.Milliseconds()))
+	first := r.attempt
+	if r.needs != nil {
+		var waited bool
+		var err error
+		if a, waited, err = w.awaitHolders(ctx, tx, r, a, nil); err != nil {
+			return p.refused(step.N, err)
+		}
+		if waited {
+			if first = r.left(a); first < minLockAttempt {
+				return p.refused(step.N, r.gaveUp(nil, a))
+			}
+		}
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf("SAVEPOINT %s; SET LOCAL lock_timeout = '%dms'", attemptSavepoint, first.Milliseconds()))
 	if err != nil {
 		return fmt.Errorf("%w: before statement %d/%d: taking a savepoint: %w", class, step.N, total, err)
 	}
@@ -231,7 +298,9 @@ func (w *Writer) execInAttempts(ctx context.Context, tx pgx.Tx, p phaseRun, step
 // first, so that idle_in_transaction_session_timeout still ends the
 // session at the deadline whatever the client does, and again after the
 // pause, for the attempt, with its lock_timeout. The pause ends before the
-// deadline, and ends early when ctx is done.
+// deadline, and ends early when ctx is done. After it, a statement whose
+// locks the planner knows waits, too, for the sessions holding locks that
+// conflict with them (see Writer.awaitHolders), on the same budget.
 func (w *Writer) backOff(ctx context.Context, tx pgx.Tx, r *lockRetry, lockErr error) (armed, error) {
 	failed := time.Now()
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+attemptSavepoint); err != nil {
@@ -253,14 +322,39 @@ func (w *Writer) backOff(ctx context.Context, tx pgx.Tx, r *lockRetry, lockErr e
 	if err := sleepUntil(ctx, wake); err != nil {
 		return armed{}, fmt.Errorf("waiting to try again after a lock timeout: %w", err)
 	}
+	if r.needs != nil {
+		if a, err = armStatement(ctx, tx, w.deadline, r.limit, 0); err != nil {
+			return armed{}, err
+		}
+		var waited bool
+		if a, waited, err = w.awaitHolders(ctx, tx, r, a, lockErr); err != nil {
+			return armed{}, err
+		}
+		if waited {
+			if try = r.left(a); try < minLockAttempt {
+				return armed{}, r.gaveUp(lockErr, a)
+			}
+		}
+	}
 	return armStatement(ctx, tx, w.deadline, r.limit, try)
 }
 
 // lockRetry is the state of one statement's attempts.
 type lockRetry struct {
 	budget, attempt, limit time.Duration // the plan's LockTimeout, lockAttempt and StatementTimeout
-	started                time.Time     // when the first attempt began
+	started                time.Time     // when the first attempt, or the check before it, began
 	attempts               int
+	pauses                 int // the pauses made so far, after attempts or checks
+
+	// needs are the statement's locks, checked for conflicting holders
+	// before each attempt (see Writer.awaitHolders); nil when the
+	// statement is not checked.
+	needs []Lock
+	// latest is what the statement was last seen waiting for, by the
+	// watcher during an attempt or by a check before one; seen are all the
+	// sessions seen blocking it, in the order first seen, as last seen.
+	latest *Activity
+	seen   []Blocker
 
 	// watcher, once the first attempt failed (watchTried); nil when it
 	// could not be opened.
@@ -276,9 +370,45 @@ type lockRetry struct {
 // try makes one attempt, watched from the second on.
 func (r *lockRetry) try(ctx context.Context, exec func() error) error {
 	r.attempts++
+	var before *Activity
+	if r.watcher != nil {
+		before = r.watcher.latest
+	}
 	stop := r.watcher.observe(ctx)
-	defer stop()
-	return exec()
+	err := exec()
+	stop()
+	if r.watcher != nil {
+		if r.watcher.latest != before {
+			r.latest = r.watcher.latest
+		}
+		r.seeBlockers(r.watcher.blockers)
+	}
+	return err
+}
+
+// saw records that a check before an attempt saw the statement blocked as
+// a says.
+func (r *lockRetry) saw(a *Activity) {
+	r.latest = a
+	r.seeBlockers(a.BlockedBy)
+}
+
+// seeBlockers adds bs to the sessions seen blocking the statement, or
+// updates them.
+func (r *lockRetry) seeBlockers(bs []Blocker) {
+	for _, b := range bs {
+		if i := slices.IndexFunc(r.seen, func(s Blocker) bool { return s.PID == b.PID }); i >= 0 {
+			r.seen[i] = b
+		} else {
+			r.seen = append(r.seen, b)
+		}
+	}
+}
+
+// left is how long the next attempt, made now, may wait: an attempt, or
+// what is left before the end, if less.
+func (r *lockRetry) left(a armed) time.Duration {
+	return min(r.attempt, time.Until(r.end(a)))
 }
 
 // end is when the statement must have stopped trying: the budget spent,
@@ -291,14 +421,15 @@ func (r *lockRetry) end(a armed) time.Time {
 	return end
 }
 
-// next is when the next attempt starts, after an attempt that failed at
-// failed, and how long it may wait; an attempt shorter than minLockAttempt
-// is not to be made. The pause doubles from firstBackOff up to maxBackOff,
-// with up to a fifth more at random, so that writers retrying together
-// drift apart; near the end it shrinks, down to firstBackOff, to fit a
-// last full attempt in.
+// next is when the next attempt starts, after an attempt that failed (or
+// a check that found conflicting holders) at failed, and how long it may
+// wait; an attempt shorter than minLockAttempt is not to be made. The
+// pause doubles from firstBackOff up to maxBackOff, with up to a fifth
+// more at random, so that writers retrying together drift apart; near the
+// end it shrinks, down to firstBackOff, to fit a last full attempt in.
 func (r *lockRetry) next(failed time.Time, a armed) (wake time.Time, try time.Duration) {
-	pause := firstBackOff << min(r.attempts-1, 8)
+	pause := firstBackOff << min(r.pauses, 8)
+	r.pauses++
 	pause = min(pause+rand.N(pause/5+1), maxBackOff)
 	end := r.end(a)
 	wake = failed.Add(pause)
@@ -315,17 +446,17 @@ func (r *lockRetry) next(failed time.Time, a armed) (wake time.Time, try time.Du
 	return wake, min(r.attempt, end.Sub(wake))
 }
 
-// report tells progress the statement is waiting: once the watcher saw
-// whom it waits for (or, without a watcher, after its first failed
-// attempt), whenever those sessions change, and otherwise about once a
-// second.
+// report tells progress the statement is waiting: once the watcher, or a
+// check before an attempt, saw whom it waits for (or, without a watcher,
+// after its first failed attempt), whenever those sessions change, and
+// otherwise about once a second.
 func (r *lockRetry) report() {
 	if r.progress == nil {
 		return
 	}
 	waiting, key := "a lock", ""
-	if r.watcher != nil && r.watcher.latest != nil {
-		waiting, key = r.watcher.latest.Waiting(), blockerKey(r.watcher.latest.BlockedBy)
+	if r.latest != nil {
+		waiting, key = r.latest.Waiting(), blockerKey(r.latest.BlockedBy)
 	}
 	switch {
 	case key == "" && r.watcher != nil && r.watcher.conn != nil && time.Since(r.started) < waitReportEvery:
@@ -351,15 +482,15 @@ func blockerKey(bs []Blocker) string {
 }
 
 // gaveUp is the error of a statement whose last attempt failed with
-// lockErr and that has no time left for another.
+// lockErr (nil when it made none) and that has no time left for another.
 func (r *lockRetry) gaveUp(lockErr error, a armed) *LockWaitError {
+	if lockErr == nil {
+		lockErr = notRequested()
+	}
 	e := &LockWaitError{Attempts: r.attempts, Tried: time.Since(r.started), Attempt: r.attempt,
-		Deadline: a.deadline().Before(r.started.Add(r.budget)), Err: lockErr}
-	if r.watcher != nil {
-		if r.watcher.latest != nil {
-			e.WaitsFor = r.watcher.latest.WaitsFor
-		}
-		e.BlockedBy = slices.Clone(r.watcher.blockers)
+		Deadline: a.deadline().Before(r.started.Add(r.budget)), Err: lockErr, BlockedBy: slices.Clone(r.seen)}
+	if r.latest != nil {
+		e.WaitsFor = r.latest.WaitsFor
 	}
 	return e
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -377,5 +378,358 @@ func TestMayQueueForLock(t *testing.T) {
 		if got := mayQueueForLock(sql); got != want {
 			t.Errorf("mayQueueForLock(%q) = %v, want %v", sql, got, want)
 		}
+	}
+}
+
+// TestLockModeConflictsFollowPostgreSQLsTable: ConflictsWith is the
+// documentation's "Conflicting Lock Modes" table, pair by pair, and
+// symmetric.
+func TestLockModeConflictsFollowPostgreSQLsTable(t *testing.T) {
+	t.Parallel()
+	// Rows are the mode asked for, columns the mode held, both from ACCESS
+	// SHARE to ACCESS EXCLUSIVE; X: they conflict.
+	matrix := []string{
+		"       X", // ACCESS SHARE
+		"      XX", // ROW SHARE
+		"    XXXX", // ROW EXCLUSIVE
+		"   XXXXX", // SHARE UPDATE EXCLUSIVE
+		"  XX XXX", // SHARE
+		"  XXXXXX", // SHARE ROW EXCLUSIVE
+		" XXXXXXX", // EXCLUSIVE
+		"XXXXXXXX", // ACCESS EXCLUSIVE
+	}
+	pairs := 0
+	for m := AccessShare; m <= AccessExclusive; m++ {
+		for o := AccessShare; o <= AccessExclusive; o++ {
+			pairs++
+			want := matrix[m-AccessShare][o-AccessShare] == 'X'
+			if got := m.ConflictsWith(o); got != want {
+				t.Errorf("%v.ConflictsWith(%v) = %v, want %v", m, o, got, want)
+			}
+			if m.ConflictsWith(o) != o.ConflictsWith(m) {
+				t.Errorf("%v.ConflictsWith(%v) = %v, and %v.ConflictsWith(%v) = %v", m, o, m.ConflictsWith(o), o, m, o.ConflictsWith(m))
+			}
+		}
+	}
+	if pairs != 64 {
+		t.Errorf("checked %d pairs, want 64", pairs)
+	}
+	for _, bad := range []LockMode{0, AccessExclusive + 1} {
+		if bad.ConflictsWith(AccessExclusive) || AccessExclusive.ConflictsWith(bad) {
+			t.Errorf("%v conflicts with ACCESS EXCLUSIVE", bad)
+		}
+	}
+}
+
+// TestMayQueueTrustsThePlannersLocksWhenKnown: a schema plan's statement
+// is made in attempts when, and only when, its locks make the
+// application's writes wait; a migration's, when its leading keywords say
+// it may (mayQueueForLock).
+func TestMayQueueTrustsThePlannersLocksWhenKnown(t *testing.T) {
+	t.Parallel()
+	on := func(sql string, modes ...LockMode) Statement {
+		s := Statement{SQL: sql}
+		for _, m := range modes {
+			s.Locks = append(s.Locks, Lock{Relation: "public.t", Mode: m})
+		}
+		return s
+	}
+	for _, c := range []struct {
+		s                Statement
+		known, migration bool // mayQueue with LocksKnown, and without
+	}{
+		{on("ALTER TABLE public.t ADD COLUMN c int", AccessExclusive), true, true},
+		{on("CREATE INDEX i ON public.t (a)", Share), true, true},
+		{on("ALTER TABLE public.c ADD FOREIGN KEY (p) REFERENCES public.t", ShareRowExclusive, ShareRowExclusive), true, true},
+		{on("ALTER TABLE public.t VALIDATE CONSTRAINT k", ShareUpdateExclusive), false, true},
+		// Statements on objects the plan created lock nothing that exists.
+		{on("CREATE INDEX i ON public.new (a)"), false, true},
+		{on("CREATE TABLE public.c (id int REFERENCES public.new)"), false, true},
+		{on("CREATE TABLE public.new (id int)"), false, false},
+		{on("DO $$ BEGIN PERFORM 1; END $$", AccessExclusive), true, false},
+	} {
+		known, migration := &Plan{LocksKnown: true}, &Plan{}
+		if got := known.mayQueue(c.s); got != c.known {
+			t.Errorf("with its locks known (%v), mayQueue(%q) = %v, want %v", c.s.Locks, c.s.SQL, got, c.known)
+		}
+		if got := migration.mayQueue(c.s); got != c.migration || got != mayQueueForLock(c.s.SQL) {
+			t.Errorf("with its locks not known, mayQueue(%q) = %v, want %v, as mayQueueForLock says", c.s.SQL, got, c.migration)
+		}
+	}
+}
+
+// lockedPlan is a schema plan (LocksKnown) of statements, each locking
+// what locks[i] says (none past the end of locks).
+func lockedPlan(sqls []string, locks ...[]Lock) *Plan {
+	p := planOf(sqls...)
+	p.LocksKnown = true
+	for i := range locks {
+		p.Statements[i].Locks = locks[i]
+	}
+	return p
+}
+
+// readTableT creates table public.t with a row, and opens a session,
+// named holderApp, whose open transaction read it, as an application's
+// transaction that read it and went on to other work does: it holds
+// ACCESS SHARE on it, which blocks ALTER TABLE and nothing the
+// application does. It returns the transaction and its pid; the
+// transaction ends with the test, if not before.
+func readTableT(t *testing.T, url string) (pgx.Tx, int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	execSQL(t, dial(t, url), "CREATE TABLE public.t (id integer); INSERT INTO public.t VALUES (1)")
+	holder := dial(t, url)
+	execSQL(t, holder, "SET application_name = '"+holderApp+"'")
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM public.t"); err != nil {
+		t.Fatal(err)
+	}
+	return tx, int32(holder.PgConn().PID())
+}
+
+// TestSchemaPlanWaitsForHoldersOutsideTheLockQueue: a schema plan's ALTER
+// TABLE, which needs ACCESS EXCLUSIVE on a table an application's open
+// transaction read, does not ask for its lock while that transaction
+// holds ACCESS SHARE: it never stands in the lock queue, so the
+// application's reads and writes of the table go on; progress hears whom
+// it waits for. Once the transaction ends, the statement goes through.
+func TestSchemaPlanWaitsForHoldersOutsideTheLockQueue(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	holder, holderPID := readTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := lockedPlan([]string{"ALTER TABLE public.t ADD COLUMN c integer"}, []Lock{{Relation: "public.t", Mode: AccessExclusive}})
+	// The test, not the budget, ends the wait.
+	plan.LockTimeout = time.Minute
+	heard := newWaits()
+	done := executeAsync(t, w, plan, heard.progress, holder)
+	select {
+	case <-heard.first:
+	case err := <-done:
+		t.Fatalf("Execute = %v while the reader's transaction was open", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("progress never heard that the statement waits")
+	}
+	want := fmt.Sprintf("1: AccessExclusiveLock on public.t, held by pid %d (%s, idle in transaction since ", holderPID, holderApp)
+	if got := heard.all(); !strings.HasPrefix(got[0], want) {
+		t.Errorf("waiting reports %q, want the first to start %q", got, want)
+	}
+
+	// However long it waits, the writer asks for no lock it is not granted.
+	for range 10 {
+		var asked []string
+		rows, err := observer.Query(ctx, "SELECT mode || ' on ' || locktype FROM pg_locks WHERE pid = $1 AND NOT granted", w.Session().PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asked, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+		if len(asked) > 0 {
+			t.Fatalf("the writer waits in the lock queue for %q", asked)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// So the application's reads and writes are not queued behind it: its
+	// statement_timeout is there only to end the test, should they be.
+	app := dial(t, url)
+	execSQL(t, app, "SET statement_timeout = '20s'")
+	for _, sql := range []string{"SELECT count(*) FROM public.t", "INSERT INTO public.t VALUES (2)"} {
+		if _, err := app.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s, while the writer waits: %v", sql, err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Execute = %v while the reader's transaction was open", err)
+	default:
+	}
+
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Execute = %v, want the plan done once the reader's transaction ended", err)
+	}
+	var column bool
+	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
+		t.Errorf("column t.c exists: %v (%v)", column, err)
+	}
+}
+
+// TestSchemaPlanGivesUpWithoutJoiningTheQueue: a schema plan's statement
+// whose conflicting holder never finishes fails once its LockTimeout is
+// spent, without having asked for its lock once: a lock timeout
+// (ErrPlanFailed, IsLockTimeout) whose *LockWaitError made no attempt and
+// names the holder, not what it ran; the journal records it so.
+func TestSchemaPlanGivesUpWithoutJoiningTheQueue(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	_, holderPID := readTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := lockedPlan([]string{"ALTER TABLE public.t ADD COLUMN c integer"}, []Lock{{Relation: "public.t", Mode: AccessExclusive}})
+	plan.LockTimeout = time.Second
+	heard := newWaits()
+	err := w.Execute(ctx, "plan-1", plan, heard.progress)
+
+	var stmtErr *StatementError
+	var waitErr *LockWaitError
+	if !errors.Is(err, ErrPlanFailed) || !errors.As(err, &stmtErr) || !IsLockTimeout(err) || !errors.As(err, &waitErr) {
+		t.Fatalf("Execute = %v, want a lock timeout", err)
+	}
+	holder := fmt.Sprintf("pid %d (%s, idle in transaction since ", holderPID, holderApp)
+	if waitErr.Attempts != 0 || waitErr.WaitsFor != "AccessExclusiveLock on public.t" ||
+		len(waitErr.BlockedBy) != 1 || waitErr.BlockedBy[0].PID != holderPID || waitErr.BlockedBy[0].ApplicationName != holderApp {
+		t.Errorf("LockWaitError = %+v, want no attempt, waiting for %s", waitErr, holder)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "without joining the lock queue: waiting for AccessExclusiveLock on public.t, held by "+holder) ||
+		strings.Contains(msg, "SELECT count(*)") {
+		t.Errorf("Execute = %v; want it to name %s... and not its query", err, holder)
+	}
+	// Tried is the client's measure of the budget spent: it may overrun
+	// by the last check, never by another attempt or pause; the bound is
+	// generous for a loaded machine.
+	if waitErr.Tried > plan.LockTimeout+3*time.Second {
+		t.Errorf("the statement tried for %s with a lock timeout of %s", waitErr.Tried, plan.LockTimeout)
+	}
+	if got := heard.all(); len(got) == 0 || !strings.Contains(got[0], holder) {
+		t.Errorf("waiting reports %q, want one naming %s...", got, holder)
+	}
+	run := mustReadRun(t, observer, "op-1")
+	if run.Outcome != RunFailed || !strings.Contains(run.Error, "55P03") || !strings.Contains(run.Error, holder) {
+		t.Errorf("run = %+v, want failed with the lock timeout, naming the holder", run)
+	}
+}
+
+// TestSchemaPlanIgnoresHoldersThatDoNotConflict: a CREATE INDEX needs
+// SHARE, which an open transaction's ACCESS SHARE does not conflict with:
+// the check lets it through at once, while the transaction is open.
+func TestSchemaPlanIgnoresHoldersThatDoNotConflict(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	readTableT(t, url)
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := lockedPlan([]string{"CREATE INDEX t_id ON public.t (id)"}, []Lock{{Relation: "public.t", Mode: Share}})
+	heard := newWaits()
+	if err := w.Execute(ctx, "plan-1", plan, heard.progress); err != nil {
+		t.Fatalf("Execute = %v", err)
+	}
+	if got := heard.all(); len(got) > 0 {
+		t.Errorf("waiting reports %q, want none", got)
+	}
+}
+
+// TestSchemaPlanIgnoresSessionsQueuedBehindTheWriter: a session queued
+// for a table the writer's transaction locked already waits for the
+// writer, not the other way round: PostgreSQL grants the writer's next
+// lock on the table ahead of it. The check does not wait for it, which
+// would be waiting for itself.
+func TestSchemaPlanIgnoresSessionsQueuedBehindTheWriter(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TABLE public.t (id integer)")
+	// The gate holds the plan between its two ALTERs, until a reader
+	// queues behind the first.
+	gate, err := dial(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	w := openWriter(t, url, testDigest, "op-1")
+	onT := []Lock{{Relation: "public.t", Mode: AccessExclusive}}
+	plan := lockedPlan([]string{"ALTER TABLE public.t ADD COLUMN a integer", "SELECT pg_advisory_xact_lock(4242)",
+		"ALTER TABLE public.t ADD COLUMN b integer"}, onT, nil, onT)
+	plan.LockTimeout = 10 * time.Second
+	heard := newWaits()
+	done := executeAsync(t, w, plan, heard.progress, gate)
+	waitUntilWaiting(t, observer, w.Session().PID)
+
+	reader := dial(t, url)
+	readerPID := int32(reader.PgConn().PID())
+	read := make(chan error, 1)
+	go func() {
+		_, err := reader.Exec(ctx, "SELECT count(*) FROM public.t")
+		read <- err
+	}()
+	waitUntilWaiting(t, observer, readerPID)
+	if err := gate.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Execute = %v, want the second ALTER granted ahead of the reader queued behind the first", err)
+	}
+	if err := <-read; err != nil {
+		t.Errorf("the reader's SELECT = %v", err)
+	}
+	if got := heard.all(); len(got) > 0 {
+		t.Errorf("waiting reports %q, want none", got)
+	}
+}
+
+// TestSchemaPlanStatementsWithoutLocksTakeNoSavepoint: the statements of
+// a schema plan that lock nothing that existed (they create objects, or
+// index the ones they created, which mayQueueForLock alone would make in
+// attempts) run as they are, without the savepoint, a subtransaction,
+// each attempt costs. Catalog rows written in a subtransaction carry its
+// xid, not the transaction's: the rows of the statements with no locks
+// carry the transaction's, those of the ALTER TABLE of a table that
+// existed, made in attempts, the savepoint's.
+func TestSchemaPlanStatementsWithoutLocksTakeNoSavepoint(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, "CREATE TABLE public.t (id integer)")
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := lockedPlan([]string{
+		"CREATE TABLE public.a (id integer)",
+		"CREATE INDEX a_id ON public.a (id)",
+		"ALTER TABLE public.t ADD COLUMN c integer",
+		"CREATE TABLE public.b (id integer)",
+		"CREATE TABLE public.xact AS SELECT pg_current_xact_id()::text AS top",
+	}, nil, nil, []Lock{{Relation: "public.t", Mode: AccessExclusive}})
+	if !mayQueueForLock(plan.Statements[1].SQL) {
+		t.Fatal("mayQueueForLock would not make the CREATE INDEX in attempts; the test proves nothing")
+	}
+	if err := w.Execute(ctx, "plan-1", plan, nil); err != nil {
+		t.Fatalf("Execute = %v", err)
+	}
+	rows, err := observer.Query(ctx, `
+SELECT r.name, r.xmin::text = (x.top::numeric % 4294967296)::text
+FROM (SELECT relname, xmin FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname IN ('a', 'a_id', 'b', 'xact')
+      UNION ALL
+      SELECT 't.c', xmin FROM pg_attribute WHERE attrelid = 'public.t'::regclass AND attname = 'c') r(name, xmin),
+     public.xact x
+ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Name string
+		Top  bool
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{"a", true}, {"a_id", true}, {"b", true}, {"t.c", false}, {"xact", true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("written by the transaction itself: %v, want %v", got, want)
 	}
 }

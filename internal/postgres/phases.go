@@ -132,7 +132,7 @@ func ReadLockCapacity(ctx context.Context, q querier) (LockCapacity, error) {
 //     is no smaller transaction.
 //
 // A phase's locks are txLockOverhead plus the distinct objects its
-// statements' Locks name: a table created and then indexed in one phase
+// statements' LockKeys name: a table created and then indexed in one phase
 // counts once. It is an estimate, from what the statements say they lock.
 func PlanPhases(stmts []Statement, budget int) []Phase {
 	var phases []Phase
@@ -166,7 +166,7 @@ func cutToBudget(stmts []Statement, budget int) []Phase {
 	cur := Phase{}
 	for _, s := range stmts {
 		added := 0
-		for _, l := range s.Locks {
+		for _, l := range s.LockKeys {
 			if !held[l] {
 				added++
 			}
@@ -176,7 +176,7 @@ func cutToBudget(stmts []Statement, budget int) []Phase {
 			cut = append(cut, cur)
 			cur, held = Phase{}, map[string]bool{}
 		}
-		for _, l := range s.Locks {
+		for _, l := range s.LockKeys {
 			held[l] = true
 		}
 		cur.Statements++
@@ -194,7 +194,7 @@ func cutToBudget(stmts []Statement, budget int) []Phase {
 func estimateLocks(stmts []Statement) int {
 	held := map[string]bool{}
 	for _, s := range stmts {
-		for _, l := range s.Locks {
+		for _, l := range s.LockKeys {
 			held[l] = true
 		}
 	}

@@ -15,14 +15,20 @@ const (
 	HazardDeletesData Hazard = "deletes-data"
 	// HazardRewritesTable: PostgreSQL rewrites every row of the table.
 	HazardRewritesTable Hazard = "rewrites-table"
-	// HazardBlocksWrites: the statement holds a lock that blocks writes (or
-	// reads and writes) on a table for longer than a catalog update.
+	// HazardBlocksReads: the statement holds ACCESS EXCLUSIVE on an
+	// existing relation while it does work that grows with the table (a
+	// rewrite, an index build, a scan): reads of it wait that long.
+	HazardBlocksReads Hazard = "blocks-reads"
+	// HazardBlocksWrites: the statement holds a lock that blocks writes on
+	// an existing relation (SHARE or stronger) while it does work that
+	// grows with the table: writes wait that long.
 	HazardBlocksWrites Hazard = "blocks-writes"
 	// HazardBuildsIndex: an index is built over an existing table's rows.
 	HazardBuildsIndex Hazard = "builds-index-on-existing-table"
 	// HazardScansTable: the statement reads every row of an existing
-	// table (a constraint's validation), under a lock that lets reads and
-	// writes go on: it takes time and I/O, not the table.
+	// table (a constraint's validation, a check of the rows already
+	// there): it takes time and I/O, and holds its locks meanwhile
+	// (blocks-reads, blocks-writes say what they hold up).
 	HazardScansTable Hazard = "scans-table"
 	// HazardMayFail: rows already in the table may make the statement fail
 	// (a new constraint, NOT NULL, a type conversion).
@@ -36,12 +42,18 @@ var destructiveHazards = map[Hazard]bool{HazardDeletesData: true}
 type Statement struct {
 	SQL     string
 	Hazards []Hazard
-	// Locks names the objects the statement locks, as the planner sees
+	// Locks are the locks stronger than ROW EXCLUSIVE the statement takes
+	// on relations that existed when it was planned (tables, views,
+	// materialized views, sequences, indexes), the strongest per relation:
+	// what the application may wait for while the statement runs. A plan
+	// whose LocksKnown is false (a migration's hand-written SQL) has none.
+	Locks []Lock
+	// LockKeys names the objects the statement locks, as the planner sees
 	// them: the relations it creates, alters or drops, their indexes and
 	// TOAST tables, the tables it references. Only PlanPhases reads it,
 	// to cut a plan into transactions; a published plan keeps the phases,
-	// not the locks.
-	Locks []string
+	// not the keys.
+	LockKeys []string
 	// NoTransaction: PostgreSQL refuses the statement in a transaction
 	// block (CREATE INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY), so
 	// PlanPhases puts it in a phase run without one (Phase.NoTransaction).
@@ -58,6 +70,12 @@ type Plan struct {
 	// LockCapacity is the target server's lock table, which the phases
 	// were cut to fit; zero when not known.
 	LockCapacity LockCapacity
+	// LocksKnown: each statement's Locks are the planner's account of
+	// what it locks (a schema plan), so a statement with none takes no
+	// lock the application could queue behind. False: the statements'
+	// locks are not known (a migration's files), and the writer guesses
+	// from each statement's leading keywords.
+	LocksKnown bool
 	// Destructive is true when any statement deletes data.
 	Destructive bool
 	// LockTimeout is each statement's budget for lock waits: how long, in
@@ -187,6 +205,16 @@ func (p *Plan) Script() string {
 			fmt.Fprintf(&b, "\n-- %d/%d", i+1, len(p.Statements))
 			if len(s.Hazards) > 0 {
 				fmt.Fprintf(&b, " hazards: %s", joinHazards(s.Hazards))
+			}
+			if len(s.Locks) > 0 {
+				locks := make([]string, len(s.Locks))
+				for j, l := range s.Locks {
+					locks[j] = l.String()
+				}
+				if len(s.Hazards) > 0 {
+					b.WriteString(";")
+				}
+				fmt.Fprintf(&b, " locks: %s", strings.Join(locks, ", "))
 			}
 			b.WriteString("\n" + s.SQL + ";\n")
 		}

@@ -596,7 +596,10 @@ func (w *Writer) expectHistory(ctx context.Context, tx pgx.Tx, plan *Plan) error
 
 // runStatement runs one statement of a transactional phase in tx, after
 // its journal step: in attempts (see Writer.execInAttempts) when the plan
-// makes them, or else in one, under the preamble's lock_timeout.
+// makes them and the statement may queue the application behind it (see
+// Plan.mayQueue), or else in one, under the preamble's lock_timeout. A
+// statement run in one takes no savepoint: a schema plan of thousands of
+// statements on the objects it creates makes no subtransaction.
 func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step Step, progress ProgressFunc) error {
 	class, total, s := failureClass(p.from), len(p.plan.Statements), step.Statement
 	a, err := armStatement(ctx, tx, w.deadline, p.plan.StatementTimeout, 0)
@@ -606,7 +609,7 @@ func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step S
 	if err := recordStepStart(ctx, tx, w.operationID, step.N, p.phase, s.SQL, p.version(), false); err != nil {
 		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step.N, total, err)
 	}
-	if p.plan.lockAttempt() > 0 && mayQueueForLock(s.SQL) {
+	if p.plan.lockAttempt() > 0 && p.plan.mayQueue(s) {
 		return w.execInAttempts(ctx, tx, p, step, a, progress)
 	}
 	if _, err := tx.Exec(ctx, s.SQL); err != nil {

@@ -356,8 +356,8 @@ func crashChild(t *testing.T, url string) {
 func TestPlanPhases(t *testing.T) {
 	t.Parallel()
 	add := Statement{SQL: "ALTER TYPE public.mood ADD VALUE IF NOT EXISTS 'ok' AFTER 'sad'"}
-	use := Statement{SQL: "ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'", Locks: []string{"public.t"}}
-	locks := func(names ...string) Statement { return Statement{SQL: "SELECT 1", Locks: names} }
+	use := Statement{SQL: "ALTER TABLE public.t ADD COLUMN m public.mood DEFAULT 'ok'", LockKeys: []string{"public.t"}}
+	locks := func(names ...string) Statement { return Statement{SQL: "SELECT 1", LockKeys: names} }
 	// 4 objects each; with the overhead, two of them fit a budget of 24.
 	a, b, c := locks("a", "a.toast", "a.toast.index", "a_pkey"), locks("b", "b.toast", "b.toast.index", "b_pkey"), locks("c", "c.toast", "c.toast.index", "c_pkey")
 	reindexA := locks("a", "a_pkey") // nothing new once a is locked

@@ -166,7 +166,7 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 		for j, h := range s.Hazards {
 			hz[j] = string(h)
 		}
-		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz}
+		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz, Locks: apiLocks(s.Locks)}
 	}
 	var phases []api.PlanPhase
 	for _, ph := range obs.Plan.Phases {
@@ -195,7 +195,32 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 
 		LockAttemptTimeout: res.Schema.Spec.Policy.LockAttemptTimeout,
 		StatementTimeout:   res.Schema.Spec.Policy.StatementTimeout,
+		StatementLocks:     obs.Plan.LocksKnown,
 	}, nil
+}
+
+// apiLocks and planLocks carry a statement's locks to and from a
+// published plan.
+func apiLocks(locks []postgres.Lock) []api.PlanLock {
+	var out []api.PlanLock
+	for _, l := range locks {
+		out = append(out, api.PlanLock{Relation: l.Relation, Mode: l.Mode.String()})
+	}
+	return out
+}
+
+func planLocks(locks []api.PlanLock) []postgres.Lock {
+	var out []postgres.Lock
+	for _, l := range locks {
+		// An unknown mode (the API server enforces the enum; a plan
+		// file may not) counts as the strongest.
+		m, ok := postgres.ParseLockMode(l.Mode)
+		if !ok {
+			m = postgres.AccessExclusive
+		}
+		out = append(out, postgres.Lock{Relation: l.Relation, Mode: m})
+	}
+	return out
 }
 
 // ActualStateFingerprint covers what was observed of the target: its
@@ -226,14 +251,14 @@ func (r *Runner) binding() api.ExecutionBinding {
 // statements, in the phases it was published (and approved) with.
 func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
-	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout}
+	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout, LocksKnown: spec.StatementLocks}
 	p.LockAttempt, p.StatementTimeout = statementLimits(spec.LockAttemptTimeout, spec.StatementTimeout)
 	for _, s := range spec.Statements {
 		hz := make([]postgres.Hazard, len(s.Hazards))
 		for i, h := range s.Hazards {
 			hz[i] = postgres.Hazard(h)
 		}
-		p.Statements = append(p.Statements, postgres.Statement{SQL: s.SQL, Hazards: hz})
+		p.Statements = append(p.Statements, postgres.Statement{SQL: s.SQL, Hazards: hz, Locks: planLocks(s.Locks)})
 	}
 	for _, ph := range spec.Phases {
 		p.Phases = append(p.Phases, postgres.Phase{Statements: ph.Statements, Locks: ph.Locks, Reason: ph.Reason, NoTransaction: ph.NoTransaction})

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ptah-run/ptah/internal/failpoint"
+	"github.com/ptah-run/ptah/internal/postgres"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -122,6 +124,18 @@ func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
 			if _, err := tx.Exec(ctx, "INSERT INTO public.audit VALUES (1)"); err != nil {
 				t.Fatal(err)
 			}
+			// The plan waits for it before CREATE TRIGGER, which its
+			// progress reports (Step.Waiting): it checks pg_locks from
+			// its transaction and stays out of the lock queue.
+			var waitingMu sync.Mutex
+			var waitingFor string
+			f.r.Progress = func(st postgres.Step) {
+				if st.Waiting != "" && strings.HasPrefix(st.Statement.SQL, "CREATE TRIGGER") {
+					waitingMu.Lock()
+					waitingFor = st.Waiting
+					waitingMu.Unlock()
+				}
+			}
 			done := make(chan Result, 1)
 			go func() {
 				out, err := f.r.Run(ctx, res, Apply)
@@ -132,10 +146,9 @@ func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
 			}()
 			watcher := pgxConnect(t, f.url)
 			waitFor(t, "the trigger to wait for the open transaction", func() bool {
-				var waiting bool
-				err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-					WHERE datname = current_database() AND query LIKE 'CREATE TRIGGER%' AND wait_event_type = 'Lock')`).Scan(&waiting)
-				return err == nil && waiting
+				waitingMu.Lock()
+				defer waitingMu.Unlock()
+				return waitingFor != ""
 			})
 			// A writer of accounts, with a second to get through.
 			writer := pgxConnect(t, f.url)

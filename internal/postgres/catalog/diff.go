@@ -519,7 +519,9 @@ func (d *differ) resolve(k nodeKey) nodeKey {
 
 func (d *differ) add(k nodeKey, stmts ...postgres.Statement) {
 	for i := range stmts {
-		stmts[i].Locks = d.statementLocks(k, stmts[i])
+		stmts[i].LockKeys = d.statementLocks(k, stmts[i])
+		stmts[i].Locks = d.statementLockModes(k, stmts[i])
+		stmts[i].Hazards = postgres.LockHazards(stmts[i].Hazards, stmts[i].Locks)
 	}
 	k = d.resolve(k)
 	n, ok := d.nodes[k]

@@ -245,7 +245,7 @@ func (d *differ) partitionHazards(t Table) []postgres.Hazard {
 	}
 	for _, lt := range d.live.m.Tables {
 		if sameName(lt.PartitionOf, t.PartitionOf) && lt.PartitionBound == "DEFAULT" && !d.dropped[lt.ID()] {
-			return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
+			return []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}
 		}
 	}
 	return nil
@@ -264,7 +264,7 @@ func (d *differ) indexHazards(id ID, ix Index) []postgres.Hazard {
 	if t, _ := d.desired.byID[owner].(Table); t.PartitionKey != "" {
 		return nil // a partitioned table holds no rows
 	}
-	hazards := []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
+	hazards := []postgres.Hazard{postgres.HazardBuildsIndex}
 	if strings.HasPrefix(ix.Definition, "CREATE UNIQUE ") {
 		hazards = append(hazards, postgres.HazardMayFail)
 	}
@@ -496,10 +496,9 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	case l.NotNull && !n.NotNull:
 		d.add(k, stmt("ALTER DOMAIN "+name+" DROP NOT NULL"))
 	case !l.NotNull && n.NotNull && n.NotNullName != "":
-		d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(n.NotNullName)+" NOT NULL",
-			postgres.HazardMayFail, postgres.HazardBlocksWrites))
+		d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(n.NotNullName)+" NOT NULL", d.domainCheckHazards(n.ID())...))
 	case !l.NotNull && n.NotNull:
-		d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
+		d.add(k, stmt("ALTER DOMAIN "+name+" SET NOT NULL", d.domainCheckHazards(n.ID())...))
 	case l.NotNull && n.NotNull && l.NotNullName != n.NotNullName:
 		d.add(k, stmt("ALTER DOMAIN "+name+" RENAME CONSTRAINT "+
 			ident(notNullName(l.NotNullName, n.Name, ""))+" TO "+ident(notNullName(n.NotNullName, n.Name, ""))))
@@ -523,7 +522,7 @@ func (d *differ) alterDomain(k nodeKey, l, n Domain) {
 	}
 	for _, c := range n.Constraints {
 		if def, ok := old[c.Name]; !ok || def != c.Definition {
-			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, postgres.HazardMayFail, postgres.HazardBlocksWrites))
+			d.add(k, stmt("ALTER DOMAIN "+name+" ADD CONSTRAINT "+ident(c.Name)+" "+c.Definition, d.domainCheckHazards(n.ID())...))
 			oldComment[c.Name] = "" // a new constraint has no comment
 		}
 		d.comment(k, domainConstraint(n, c), oldComment[c.Name], c.Comment)
@@ -588,7 +587,7 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 		if n.Unlogged {
 			mode = "UNLOGGED"
 		}
-		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, postgres.HazardRewritesTable, postgres.HazardBlocksWrites))
+		d.add(k, stmt(alterTable(n.Schema, n.Name)+" SET "+mode, postgres.HazardRewritesTable))
 	}
 	lOwn, _ := splitToastOptions(l.Options)
 	nOwn, _ := splitToastOptions(n.Options)
@@ -668,7 +667,7 @@ func (d *differ) alterColumn(id ID, l, n Column) {
 		if d.setsNotNullOnline(id) {
 			d.emitNotNullOnline(k, id, set)
 		} else {
-			d.add(k, stmt(set, postgres.HazardMayFail, postgres.HazardBlocksWrites))
+			d.add(k, stmt(set, postgres.HazardMayFail, postgres.HazardScansTable))
 		}
 	case l.NotNull && n.NotNull && l.NotNullName != n.NotNullName:
 		d.add(k, stmt(alterTable(id.Schema, id.Name)+" RENAME CONSTRAINT "+
@@ -701,7 +700,7 @@ func (d *differ) conversion(id ID, l, n Column) string {
 // old value fits the new type.
 func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 	if typ, ok := d.replacedTypeOf(id); ok {
-		hazards := []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		hazards := []postgres.Hazard{postgres.HazardRewritesTable}
 		if typ.Kind == KindComposite {
 			deletes, mayFail := d.compositeLoses(typ)
 			if deletes {
@@ -722,13 +721,13 @@ func (d *differ) conversionHazards(id ID, l, n Column) []postgres.Hazard {
 		// Indexes survive a binary-coercible change, except where it changes
 		// their collation (the order they are built in): those are rebuilt.
 		if l.Collation != n.Collation && d.indexed(id) {
-			return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites}
+			return []postgres.Hazard{postgres.HazardBuildsIndex}
 		}
 		return nil
 	case widening(l.Type, n.Type):
-		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable}
 	}
-	return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
+	return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardMayFail}
 }
 
 // indexed says whether an index, or a key or exclusion constraint's index,
@@ -834,21 +833,31 @@ func widening(from, to string) bool {
 	return false
 }
 
+// domainCheckHazards: a constraint added to a domain is checked against
+// every value of it stored in a column, which reads each table that has
+// one (under SHARE: writes wait).
+func (d *differ) domainCheckHazards(domain ID) []postgres.Hazard {
+	if len(d.liveLockIndex().typeUsers[domain]) == 0 {
+		return []postgres.Hazard{postgres.HazardMayFail}
+	}
+	return []postgres.Hazard{postgres.HazardMayFail, postgres.HazardScansTable}
+}
+
 func (d *differ) addColumnHazards(c Column) []postgres.Hazard {
 	switch {
 	case c.Virtual && c.NotNull:
 		// Nothing is written, but every row is computed to check it.
-		return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
+		return []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}
 	case c.Virtual:
 		return nil // only the catalog changes
 	case d.constrainedDomain(c.Type):
 		// PostgreSQL checks the domain's constraints against every row's
 		// new value (the default, or NULL), rewriting the table to do so.
-		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}
+		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardMayFail}
 	case c.Generated || c.Identity != "":
-		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable}
 	case c.Default != "" && volatileDefault(c.Default):
-		return []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites}
+		return []postgres.Hazard{postgres.HazardRewritesTable}
 	case c.NotNull && c.Default == "":
 		return []postgres.Hazard{postgres.HazardMayFail}
 	}
@@ -903,9 +912,9 @@ func (d *differ) constraintHazards(c Constraint) []postgres.Hazard {
 	}
 	switch c.Type {
 	case PrimaryKey, Unique, Exclusion:
-		return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}
+		return []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}
 	}
-	return []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}
+	return []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}
 }
 
 func typeWithCollation(typ, collation string) string {

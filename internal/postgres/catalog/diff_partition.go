@@ -99,7 +99,7 @@ func (d *differ) alterPartitionColumn(id ID, live *Column, n Column) {
 	}
 	if d.setsNotNull(id) {
 		if n.NotNull {
-			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardBlocksWrites))
+			d.add(k, stmt(alterColumn(id)+" SET NOT NULL", postgres.HazardMayFail, postgres.HazardScansTable))
 		} else {
 			d.add(k, stmt(alterColumn(id)+" DROP NOT NULL"))
 		}

@@ -225,7 +225,7 @@ func TestDiffHazards(t *testing.T) {
 	}
 	want := map[string][]postgres.Hazard{
 		"ALTER TABLE public.t DROP COLUMN gone":            {postgres.HazardDeletesData},
-		"ALTER TABLE public.t ALTER COLUMN a SET NOT NULL": {postgres.HazardMayFail, postgres.HazardBlocksWrites},
+		"ALTER TABLE public.t ALTER COLUMN a SET NOT NULL": {postgres.HazardMayFail, postgres.HazardScansTable, postgres.HazardBlocksReads, postgres.HazardBlocksWrites},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v", sqls(got))

@@ -338,7 +338,7 @@ func (in *inspector) readColumns() error {
 	var notNullName, generated string
 	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &notNullName, &c.Default, &generated,
 		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
-		&c.IdentityLastValue, &c.Comment}
+		&c.IdentityLastValue, &c.IdentitySequence, &c.Comment}
 	return in.each("columns", columnsQuery(in.version), dest, func() error {
 		r := in.rels[relid]
 		if r == nil {

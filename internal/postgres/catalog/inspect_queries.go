@@ -221,6 +221,7 @@ SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.attty
 	` + collationName("a.attcollation", "t.typcollation") + `,
 	a.attnotnull, ` + notNullName + `, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated::text,
 	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `, ` + lastValue("s.seqrelid") + `,
+	COALESCE((SELECT sc.relname::text FROM pg_class sc WHERE sc.oid = s.seqrelid), ''),
 	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid

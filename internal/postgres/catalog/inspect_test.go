@@ -135,9 +135,9 @@ func TestInspect(t *testing.T) {
 				equal(t, "comment", tb.Comment, "a table")
 				equal(t, "columns", tb.Columns, []Column{
 					{Name: "id", Type: "bigint", NotNull: true, Identity: "a", IdentityOptions: &SequenceOptions{
-						Type: "bigint", Start: 10, Increment: 5, Min: 1, Max: 9223372036854775807, Cache: 3}},
+						Type: "bigint", Start: 10, Increment: 5, Min: 1, Max: 9223372036854775807, Cache: 3}, IdentitySequence: "t_id_seq"},
 					{Name: "n", Type: "integer", NotNull: true, Identity: "d", IdentityOptions: &SequenceOptions{
-						Type: "integer", Start: 1, Increment: 1, Min: 1, Max: 2147483647, Cache: 1}},
+						Type: "integer", Start: 1, Increment: 1, Min: 1, Max: 2147483647, Cache: 1}, IdentitySequence: "t_n_seq"},
 					{Name: "price", Type: "numeric(10,2)", NotNull: true, Default: "0"},
 					{Name: "name", Type: "text", Collation: `"C"`, Comment: "the name"},
 					{Name: "label", Type: "character varying(20)", Collation: "ucs_basic"},

@@ -61,7 +61,7 @@ func TestStatementLocks(t *testing.T) {
 						continue
 					}
 					found = true
-					got := slices.Clone(s.Locks)
+					got := slices.Clone(s.LockKeys)
 					slices.Sort(got)
 					slices.Sort(want)
 					if !slices.Equal(slices.Compact(got), want) {

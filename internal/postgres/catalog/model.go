@@ -257,6 +257,10 @@ type Column struct {
 	Comment         string
 	// IdentityLastValue is the identity sequence's LastValue.
 	IdentityLastValue *int64 `json:"-"`
+	// IdentitySequence names the identity sequence (in the table's
+	// schema): what changing the identity locks. Not compared: PostgreSQL
+	// names it.
+	IdentitySequence string `json:"-"`
 }
 
 // ConstraintType is pg_constraint.contype.

@@ -125,15 +125,10 @@ func (d *differ) replacesOnline(id ID) bool {
 // name as.
 func (d *differ) createIndexOnline(id ID, ix Index, as string) postgres.Statement {
 	sql, _ := concurrently(ix.Definition, ix.Name, as)
-	var hazards []postgres.Hazard
-	for _, h := range d.indexHazards(id, ix) {
-		// A concurrent build lets writes go on; it waits for the
-		// transactions under way, and scans the table twice.
-		if h != postgres.HazardBlocksWrites {
-			hazards = append(hazards, h)
-		}
-	}
-	s := stmt(sql, hazards...)
+	// A concurrent build lets writes go on (its SHARE UPDATE EXCLUSIVE
+	// blocks neither reads nor writes); it waits for the transactions
+	// under way, and scans the table twice.
+	s := stmt(sql, d.indexHazards(id, ix)...)
 	s.NoTransaction = true
 	return s
 }

@@ -65,7 +65,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 			},
 			off: []want{
 				{"DROP INDEX public.accounts_email_idx", false, nil},
-				{byEmailLower.Definition, false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+				{byEmailLower.Definition, false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksWrites}},
 			},
 		},
 		{
@@ -84,7 +84,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 				Indexes: []Index{byEmailLower}, Deps: onEmail},
 			online: []want{
 				{"DROP INDEX CONCURRENTLY public.accounts_email_idx", true, nil},
-				{"ALTER TABLE public.accounts ALTER COLUMN email TYPE varchar(200) USING email::varchar(200)", false, []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ALTER COLUMN email TYPE varchar(200) USING email::varchar(200)", false, []postgres.Hazard{postgres.HazardRewritesTable, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}},
 				{"CREATE UNIQUE INDEX CONCURRENTLY accounts_email_idx ON public.accounts USING btree (lower(email))", true, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail}},
 			},
 		},
@@ -113,7 +113,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 				{"ALTER TABLE public.child VALIDATE CONSTRAINT child_parent_fkey", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}},
 			},
 			off: []want{{"ALTER TABLE public.child ADD CONSTRAINT child_parent_fkey FOREIGN KEY (parent_id) REFERENCES public.parent(id)", false,
-				[]postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+				[]postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail, postgres.HazardBlocksWrites}}},
 		},
 		{
 			name: "a check on an existing table is added NOT VALID and validated on its own",
@@ -129,7 +129,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 			online: []want{{"ALTER TABLE public.child VALIDATE CONSTRAINT child_v_check", true, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail}}},
 			off: []want{
 				{"ALTER TABLE public.child DROP CONSTRAINT child_v_check", false, nil},
-				{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0))", false, []postgres.Hazard{postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+				{"ALTER TABLE public.child ADD CONSTRAINT child_v_check CHECK ((v > 0))", false, []postgres.Hazard{postgres.HazardScansTable, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}},
 			},
 		},
 		{
@@ -162,7 +162,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 				{"ALTER TABLE public.accounts ALTER COLUMN email SET NOT NULL", false, nil},
 				{"ALTER TABLE public.accounts DROP CONSTRAINT email_ptah_not_null", false, nil},
 			},
-			off: []want{{"ALTER TABLE public.accounts ALTER COLUMN email SET NOT NULL", false, []postgres.Hazard{postgres.HazardMayFail, postgres.HazardBlocksWrites}}},
+			off: []want{{"ALTER TABLE public.accounts ALTER COLUMN email SET NOT NULL", false, []postgres.Hazard{postgres.HazardMayFail, postgres.HazardScansTable, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}}},
 		},
 		{
 			name: "a unique key on an existing table is built as a unique index concurrently, then made the key",
@@ -172,7 +172,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE USING INDEX accounts_email_key", false, nil},
 			},
 			off: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email)", false,
-				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}}},
 		},
 		{
 			name: "a primary key over columns NOT NULL already is built concurrently too",
@@ -198,7 +198,7 @@ func TestOnlineIndexPlans(t *testing.T) {
 			name: "a primary key over a nullable column is added as offline: it would set NOT NULL under its lock",
 			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{primary}},
 			online: []want{
-				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id)", false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id)", false, []postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}},
 			},
 		},
 		{
@@ -210,20 +210,20 @@ func TestOnlineIndexPlans(t *testing.T) {
 				{"ALTER TABLE public.accounts ALTER COLUMN id SET NOT NULL", false, nil},
 				{"ALTER TABLE public.accounts DROP CONSTRAINT id_ptah_not_null", false, nil},
 				{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id) INCLUDE (org)", false,
-					[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}},
+					[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}},
 			},
 		},
 		{
 			name: "a temporal key (WITHOUT OVERLAPS, a GiST index) is added as offline",
 			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{temporal}},
 			online: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email, org WITHOUT OVERLAPS)", false,
-				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}}},
 		},
 		{
 			name: "a key with INCLUDE columns is added as offline",
 			live: bare, desired: Model{Schemas: pub(), Tables: []Table{accounts}, Constraints: []Constraint{covering}},
 			online: []want{{"ALTER TABLE public.accounts ADD CONSTRAINT accounts_email_key UNIQUE (email) INCLUDE (org)", false,
-				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardBlocksWrites, postgres.HazardMayFail}}},
+				[]postgres.Hazard{postgres.HazardBuildsIndex, postgres.HazardMayFail, postgres.HazardBlocksReads, postgres.HazardBlocksWrites}}},
 		},
 	}...)
 	render := func(ws []want) string {

@@ -91,7 +91,7 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity,
+	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity, LocksKnown: true,
 		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
 }

@@ -67,6 +67,21 @@ type PlanStatement struct {
 	// covers that encoding.
 	// +nullable
 	Hazards []string `json:"hazards"`
+	// Locks are the locks stronger than ROW EXCLUSIVE the statement takes
+	// on relations that existed when it was planned, the strongest per
+	// relation: what the application may wait for while it runs. Absent
+	// when it takes none, and from plans that predate it (StatementLocks).
+	Locks []PlanLock `json:"locks,omitempty"`
+}
+
+// PlanLock is a lock a statement takes on one relation.
+type PlanLock struct {
+	// Relation is the schema-qualified name, quoted as SQL quotes it.
+	Relation string `json:"relation"`
+	// Mode is PostgreSQL's name for the lock mode: ACCESS EXCLUSIVE,
+	// EXCLUSIVE, SHARE ROW EXCLUSIVE, SHARE or SHARE UPDATE EXCLUSIVE.
+	// +kubebuilder:validation:Enum="ACCESS EXCLUSIVE";"EXCLUSIVE";"SHARE ROW EXCLUSIVE";"SHARE";"SHARE UPDATE EXCLUSIVE"
+	Mode string `json:"mode"`
 }
 
 // PlanPhase is one transaction of a plan: a run of its statements that
@@ -151,7 +166,12 @@ type PtahSchemaPlanSpec struct {
 	// LockAttemptTimeout and StatementTimeout are the policy's, when set.
 	LockAttemptTimeout string `json:"lockAttemptTimeout,omitempty"`
 	StatementTimeout   string `json:"statementTimeout,omitempty"`
-	Bindings           `json:",inline"`
+	// StatementLocks: each statement lists the locks it takes (a
+	// statement without Locks takes none the application could wait
+	// for), and the writer runs it accordingly. False for plans made
+	// before statements carried their locks.
+	StatementLocks bool `json:"statementLocks,omitempty"`
+	Bindings       `json:",inline"`
 	// Fingerprint covers every field above; a stored plan whose content no
 	// longer hashes to it has been tampered with and is refused.
 	Fingerprint string `json:"fingerprint"`
