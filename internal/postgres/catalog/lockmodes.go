@@ -235,7 +235,8 @@ func (d *differ) alterTableLocks(l *lockList, k nodeKey, table ID, stmt postgres
 		case typeChange:
 			d.indexesOver(l, t, col)
 		}
-		if strings.Contains(sql, " SET LOGGED") || strings.Contains(sql, " SET UNLOGGED") {
+		if (strings.Contains(sql, " SET LOGGED") || strings.Contains(sql, " SET UNLOGGED")) && d.live.m.ServerVersion >= 150000 {
+			// From PostgreSQL 15 on, a table's sequences follow it.
 			d.ownedSequences(l, t, "", postgres.AccessExclusive, false)
 		}
 	}
