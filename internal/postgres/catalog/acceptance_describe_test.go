@@ -19,8 +19,9 @@ import (
 //
 // What pg_dump does not show is left out: columns are numbered by position
 // (dropped columns leave gaps in attnum), enum labels by rank (added ones
-// get fractional sort orders), and the copies of a partitioned table's
-// foreign keys and triggers on its partitions.
+// get fractional sort orders), a policy's roles are listed sorted, and the
+// copies of a partitioned table's foreign keys and triggers on its
+// partitions.
 const describeQuery = `
 WITH ns AS (
 	SELECT n.oid, n.nspname FROM pg_namespace n
@@ -115,7 +116,11 @@ FROM pg_rewrite r JOIN rels c ON c.oid = r.ev_class
 WHERE r.rulename <> '_RETURN'
 UNION ALL
 SELECT format('policy %I on %s command=%s permissive=%s roles=%s using=%s check=%s', p.polname, p.polrelid::regclass,
-	p.polcmd, p.polpermissive, p.polroles::regrole[], COALESCE(pg_get_expr(p.polqual, p.polrelid), ''),
+	p.polcmd, p.polpermissive,
+	-- The roles in name order: PostgreSQL keeps them as the TO list named
+	-- them, an order that means nothing (pg_dump does not keep it either).
+	ARRAY(SELECT r::regrole::text FROM unnest(p.polroles) r ORDER BY r::regrole::text COLLATE "C"),
+	COALESCE(pg_get_expr(p.polqual, p.polrelid), ''),
 	COALESCE(pg_get_expr(p.polwithcheck, p.polrelid), ''))
 FROM pg_policy p JOIN rels c ON c.oid = p.polrelid
 UNION ALL

@@ -112,6 +112,7 @@ func indexModel(m *Model) objects {
 	putAll(o, m.Views)
 	putAll(o, m.Functions)
 	putAll(o, m.Triggers)
+	putAll(o, m.Policies)
 	for _, t := range m.Tables {
 		for i, c := range t.Columns {
 			id := ColumnID(t.Schema, t.Name, c.Name)
@@ -247,6 +248,10 @@ func (d *differ) classify() {
 			if l.Definition != dv.(Trigger).Definition {
 				d.dropped[id] = true
 			}
+		case Policy:
+			if !canAlterPolicy(l, dv.(Policy)) {
+				d.dropped[id] = true
+			}
 		case Enum:
 			if _, ok := addedLabels(l.Labels, dv.(Enum).Labels); !ok {
 				d.replaced[id] = true
@@ -282,6 +287,14 @@ func canAlterConstraint(l, n Constraint) bool {
 	}
 	return l.Type == ForeignKey && n.Type == ForeignKey &&
 		withoutDeferrability(l.Definition) == withoutDeferrability(n.Definition)
+}
+
+// canAlterPolicy: ALTER POLICY sets a policy's roles and expressions, but
+// cannot take an expression away, nor change whether the policy is
+// permissive or what command it is for.
+func canAlterPolicy(l, n Policy) bool {
+	return l.Permissive == n.Permissive && l.Command == n.Command &&
+		(l.Using == "" || n.Using != "") && (l.Check == "" || n.Check != "")
 }
 
 func withoutDeferrability(def string) string {
@@ -353,7 +366,7 @@ func addedLabels(l, n []string) ([]string, bool) {
 func (o objects) owner(id ID) (ID, bool) {
 	var name string
 	switch v := o.byID[id].(type) {
-	case Column, Constraint, Trigger:
+	case Column, Constraint, Trigger, Policy:
 		name = id.Name
 	case Index:
 		name = v.Table
@@ -407,6 +420,9 @@ func (d *differ) affects(x, y ID) bool {
 		if x.Kind == KindSequence && y.Kind == KindColumn {
 			return false // an owned sequence, handled by the ownership edge
 		}
+		if d.altersPolicyAway(x, y) {
+			return false // ALTER POLICY lets go of y, before y goes (connect)
+		}
 		return mark(d.dropped, x)
 	case d.replaced[y]:
 		switch x.Kind {
@@ -439,6 +455,26 @@ func (d *differ) affects(x, y ID) bool {
 		return mark(d.dropped, x)
 	}
 	return false
+}
+
+// altersPolicyAway says whether x is a policy that ALTER POLICY takes to
+// its desired form, and so lets go of y, which the plan drops for good:
+// the policy then stays in place (no moment without it) rather than being
+// dropped and created again. Its expressions must read differently: the
+// same text may name another object of y's name (an overload of a
+// function), which only parsing the expressions again resolves, and
+// alterPolicy then sets them all (a text that did not change would keep
+// its dependency on y).
+func (d *differ) altersPolicyAway(x, y ID) bool {
+	if x.Kind != KindPolicy {
+		return false
+	}
+	if _, kept := d.desired.byID[y]; kept {
+		return false
+	}
+	l, ok1 := d.live.byID[x].(Policy)
+	n, ok2 := d.desired.byID[x].(Policy)
+	return ok1 && ok2 && canAlterPolicy(l, n) && (l.Using != n.Using || l.Check != n.Check)
 }
 
 // checkOutside refuses a plan that drops or changes what an object outside
@@ -637,8 +673,10 @@ func kindRank(k Kind) int {
 		return 10
 	case KindTrigger:
 		return 11
+	case KindPolicy:
+		return 12
 	}
-	return 12
+	return 13
 }
 
 func stmt(sql string, hazards ...postgres.Hazard) postgres.Statement {
@@ -791,7 +829,7 @@ func describe(id ID) string {
 		return string(id.Kind) + " " + ident(id.Name)
 	case KindColumn:
 		return "column " + qname(id.Schema, id.Name) + "." + ident(id.Sub)
-	case KindConstraint, KindTrigger:
+	case KindConstraint, KindTrigger, KindPolicy:
 		return string(id.Kind) + " " + ident(id.Sub) + " on " + qname(id.Schema, id.Name)
 	case KindFunction, KindProcedure:
 		return string(id.Kind) + " " + qname(id.Schema, id.Name) + "(" + id.Sub + ")"

@@ -96,6 +96,8 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.add(dropKey(id), stmt("DROP "+routineWord(o)+" "+qname(o.Schema, o.Name)+"("+o.IdentityArgs+")"))
 	case Trigger:
 		d.add(dropKey(id), stmt("DROP TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table)))
+	case Policy:
+		d.add(dropKey(id), stmt("DROP POLICY "+ident(o.Name)+" ON "+qname(o.Schema, o.Table)))
 	}
 }
 
@@ -174,6 +176,7 @@ func (d *differ) emitCreate(id ID, obj any) {
 			d.comment(k, "COLUMN "+qname(o.Schema, o.Name)+"."+ident(c.Name), "", c.Comment)
 		}
 		d.tableSettings(nil, o)
+		d.rowSecurity(Table{}, o)
 	case Column:
 		if d.tableIsNew(id.Schema, id.Name) {
 			return // part of CREATE TABLE
@@ -234,6 +237,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 		d.add(k, stmt(o.Definition))
 		d.triggerState(k, Trigger{}, o)
 		d.comment(k, "TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table), "", o.Comment)
+	case Policy:
+		d.add(k, stmt(createPolicy(o)))
+		d.comment(k, policyTarget(o), "", o.Comment)
 	}
 }
 
@@ -393,6 +399,12 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 		n := dv.(Trigger)
 		d.triggerState(k, l, n)
 		d.comment(k, "TRIGGER "+ident(n.Name)+" ON "+qname(n.Schema, n.Table), l.Comment, n.Comment)
+	case Policy:
+		n := dv.(Policy)
+		if alter := alterPolicy(l, n); alter != "" {
+			d.add(k, stmt(alter))
+		}
+		d.comment(k, policyTarget(n), l.Comment, n.Comment)
 	}
 }
 
@@ -601,6 +613,7 @@ func (d *differ) alterTable(k nodeKey, l, n Table) {
 	}
 	d.comment(k, "TABLE "+name, l.Comment, n.Comment)
 	d.tableSettings(&l, n)
+	d.rowSecurity(l, n)
 }
 
 // optionChanges compares reloptions ("key=value") and returns what to SET

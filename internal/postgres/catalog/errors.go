@@ -49,7 +49,7 @@ func (e *LoadError) Unwrap() error { return ErrLoad }
 // around them.
 type UnsupportedError struct {
 	Where   string   // "target database", "declared schema" or "plan"
-	Objects []string // e.g. `row-level security policy "p" on table public.t`
+	Objects []string // e.g. `rule "r" on table public.t`
 	// Reason, when set, says what ptah will not plan and what the user can
 	// do instead; it replaces the explanation for unmanaged objects.
 	Reason string

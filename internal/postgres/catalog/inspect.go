@@ -130,6 +130,7 @@ func (in *inspector) run() error {
 		in.readIndexes,
 		in.readFunctions,
 		in.readTriggers,
+		in.readPolicies,
 		in.readDeps,
 	}
 	for _, step := range steps {
@@ -291,7 +292,8 @@ func (in *inspector) readTables() error {
 	var isPartition bool
 	var parent ObjectName
 	dest := []any{&oid, &rowType, &rowArray, &t.Schema, &t.Name, &t.Unlogged, &t.PartitionKey, &isPartition, &parent.Schema, &parent.Name,
-		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn, &t.ColumnSettings, &t.Comment}
+		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn, &t.ColumnSettings,
+		&t.RowSecurity, &t.ForceRowSecurity, &t.Comment}
 	return in.each("tables", tablesQuery, dest, func() error {
 		t.ColumnSettings = nilIfEmpty(t.ColumnSettings)
 		t.PartitionOf = nil
@@ -441,6 +443,24 @@ func (in *inspector) readTriggers() error {
 	return in.each("triggers", triggersQuery, dest, func() error {
 		in.m.Triggers = append(in.m.Triggers, t)
 		in.objects[catalogKey{"pg_trigger", oid}] = t.ID()
+		return nil
+	})
+}
+
+func (in *inspector) readPolicies() error {
+	var oid uint32
+	var p Policy
+	dest := []any{&oid, &p.Schema, &p.Table, &p.Name, &p.Permissive, &p.Command, &p.Roles, &p.Using, &p.Check, &p.Comment}
+	return in.each("row-level security policies", policiesQuery, dest, func() error {
+		// Sorted here rather than by the query's ORDER BY, whose order
+		// would follow the database's collation.
+		roles := slices.Clone(p.Roles)
+		slices.Sort(roles)
+		p.Roles = roles
+		in.m.Policies = append(in.m.Policies, p)
+		// What a policy's expressions use (columns, functions, other
+		// tables), the policy depends on.
+		in.objects[catalogKey{"pg_policy", oid}] = p.ID()
 		return nil
 	})
 }

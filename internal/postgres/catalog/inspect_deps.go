@@ -147,6 +147,7 @@ func (in *inspector) addSchemaDeps() {
 	ids = appendIDs(ids, in.m.Views)
 	ids = appendIDs(ids, in.m.Functions)
 	ids = appendIDs(ids, in.m.Triggers)
+	ids = appendIDs(ids, in.m.Policies)
 	for _, id := range ids {
 		if id.Schema != "" && managed[id.Schema] {
 			in.m.Deps = append(in.m.Deps, Dep{Object: id, RefObject: ID{Kind: KindSchema, Name: id.Schema}})
@@ -189,6 +190,7 @@ func sortModel(m *Model) {
 	slices.SortFunc(m.Views, byID)
 	slices.SortFunc(m.Functions, byID)
 	slices.SortFunc(m.Triggers, byID)
+	slices.SortFunc(m.Policies, byID)
 	slices.SortFunc(m.Deps, func(a, b Dep) int {
 		return cmp.Or(compareIDs(a.Object, b.Object), compareIDs(a.RefObject, b.RefObject))
 	})

@@ -176,6 +176,7 @@ SELECT c.oid, c.reltype, rt.typarray, n.nspname, c.relname, c.relpersistence = '
 		ELSE '' END,
 	CASE WHEN c.relreplident = 'i' THEN ` + indexFlagged("indisreplident") + ` ELSE '' END,
 	` + indexFlagged("indisclustered") + `, ` + columnSettings("c.oid") + `,
+	c.relrowsecurity, c.relforcerowsecurity,
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -310,6 +311,23 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND NOT g.tgisinternal AND g.tgparentid = 0
 	AND ` + notExtensionMember("pg_class", "c.oid")
 
+// Row-level security policies, on tables and partitioned tables (the only
+// relations PostgreSQL takes them on). A partition's are its own: policies
+// are not cloned. polroles holds 0 for PUBLIC, which PostgreSQL keeps alone
+// (it drops the other roles named beside it); pg_get_userbyid reads the
+// role names without the privileges pg_authid needs.
+var policiesQuery = `
+SELECT p.oid, n.nspname, c.relname, p.polname, p.polpermissive,
+	CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+	ARRAY(SELECT CASE WHEN u.r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(u.r)) END
+		FROM unnest(p.polroles) u(r)),
+	COALESCE(pg_get_expr(p.polqual, p.polrelid), ''), COALESCE(pg_get_expr(p.polwithcheck, p.polrelid), ''),
+	` + commentOn("pg_policy", "p.oid", "0") + `
+FROM pg_policy p
+JOIN pg_class c ON c.oid = p.polrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND ` + notExtensionMember("pg_class", "c.oid")
+
 // depsQuery is pg_depend, reduced to rows that can be between objects of
 // the model: those were created after initdb, so their oids are at least
 // FirstNormalObjectId (16384), except the public schema's. The Go side maps
@@ -361,15 +379,6 @@ SELECT format('rule "%s" on %s %I.%I', r.rulename, ` + relkindWord("c.relkind") 
 FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND r.rulename <> '_RETURN'
 	AND ` + notExtensionMember("pg_class", "c.oid") + ` AND ` + notExtensionMember("pg_rewrite", "r.oid") + `
-UNION ALL
-SELECT format('row-level security policy "%s" on %s %I.%I', p.polname, ` + relkindWord("c.relkind") + `, n.nspname, c.relname)
-FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_class", "c.oid") + `
-UNION ALL
-SELECT format('row-level security %s on table %I.%I', w.what, n.nspname, c.relname)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-CROSS JOIN LATERAL (VALUES ('enabled', c.relrowsecurity), ('forced', c.relforcerowsecurity)) w(what, set)
-WHERE n.nspname = ANY($1) AND w.set AND ` + notExtensionMember("pg_class", "c.oid") + `
 UNION ALL
 SELECT format('foreign table %I.%I', n.nspname, c.relname)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

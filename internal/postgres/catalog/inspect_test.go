@@ -393,6 +393,50 @@ func TestInspect(t *testing.T) {
 						Definition: "CREATE TRIGGER v_instead INSTEAD OF INSERT ON public.v FOR EACH ROW EXECUTE FUNCTION public.touch()"},
 				})
 			}},
+		{name: "row-level security", ddl: `
+			DO $$ BEGIN CREATE ROLE ptah_inspect_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+			DO $$ BEGIN CREATE ROLE "Ptah Inspect Auditor"; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+			CREATE FUNCTION tenant() RETURNS text LANGUAGE sql STABLE AS 'SELECT current_setting(''app.tenant'', true)';
+			CREATE TABLE members (tenant text, member name);
+			CREATE TABLE t (id int, tenant text, owner name);
+			ALTER TABLE t ENABLE ROW LEVEL SECURITY;
+			CREATE TABLE f (id int);
+			ALTER TABLE f FORCE ROW LEVEL SECURITY;
+			CREATE TABLE plain (id int);
+			CREATE POLICY p_all ON t USING (owner = current_user) WITH CHECK (tenant = tenant());
+			CREATE POLICY p_read ON t AS RESTRICTIVE FOR SELECT TO ptah_inspect_reader, "Ptah Inspect Auditor"
+				USING (EXISTS (SELECT FROM members m WHERE m.tenant = t.tenant));
+			CREATE POLICY p_insert ON t FOR INSERT WITH CHECK (true);
+			COMMENT ON POLICY p_insert ON t IS 'anyone inserts';`,
+			check: func(t *testing.T, m *Model) {
+				var flags []string
+				for _, tb := range m.Tables {
+					flags = append(flags, fmt.Sprintf("%s %v %v", tb.Name, tb.RowSecurity, tb.ForceRowSecurity))
+				}
+				equal(t, "row-level security flags", flags, []string{"f false true", "members false false", "plain false false", "t true false"})
+				equal(t, "policies", m.Policies, []Policy{
+					{Schema: "public", Table: "t", Name: "p_all", Permissive: true, Command: "ALL", Roles: []string{"PUBLIC"},
+						Using: "(owner = CURRENT_USER)", Check: "(tenant = public.tenant())"},
+					{Schema: "public", Table: "t", Name: "p_insert", Permissive: true, Command: "INSERT", Roles: []string{"PUBLIC"},
+						Check: "true", Comment: "anyone inserts"},
+					{Schema: "public", Table: "t", Name: "p_read", Command: "SELECT", Roles: []string{`"Ptah Inspect Auditor"`, "ptah_inspect_reader"},
+						Using: "(EXISTS ( SELECT\n   FROM public.members m\n  WHERE (m.tenant = t.tenant)))"},
+				})
+				p := func(name string) ID { return ID{Kind: KindPolicy, Schema: "public", Name: "t", Sub: name} }
+				for _, d := range []Dep{
+					{p("p_all"), ColumnID("public", "t", "owner")},
+					{p("p_all"), ColumnID("public", "t", "tenant")},
+					{p("p_all"), ID{Kind: KindFunction, Schema: "public", Name: "tenant"}},
+					{p("p_all"), tableID("t")},
+					{p("p_read"), ColumnID("public", "members", "tenant")},
+					{p("p_read"), ColumnID("public", "t", "tenant")},
+					{p("p_all"), publicSchema()},
+				} {
+					if !hasDep(m, d.Object, d.RefObject) {
+						t.Errorf("missing dependency %v -> %v", d.Object, d.RefObject)
+					}
+				}
+			}},
 		{name: "settings", ddl: `
 			CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
 			CREATE TABLE t (id int PRIMARY KEY, u int NOT NULL, body varchar(10), n int, plain text)
@@ -572,7 +616,7 @@ func compareDeps(a, b Dep) int {
 func allIDs(m *Model) []ID {
 	out := slices.Concat(ids(m.Schemas), ids(m.Extensions), ids(m.Enums), ids(m.Domains), ids(m.Composites),
 		ids(m.Sequences), ids(m.Tables), ids(m.Constraints), ids(m.Indexes), ids(m.Views), ids(m.Functions),
-		ids(m.Triggers))
+		ids(m.Triggers), ids(m.Policies))
 	for _, tb := range m.Tables {
 		for _, c := range tb.Columns {
 			out = append(out, ColumnID(tb.Schema, tb.Name, c.Name))
@@ -589,10 +633,6 @@ func TestInspectUnsupported(t *testing.T) {
 	}{
 		{"rule", `CREATE TABLE t (a int); CREATE RULE r AS ON INSERT TO t DO INSTEAD NOTHING;`,
 			[]string{`rule "r" on table public.t`}},
-		{"policy", `CREATE TABLE t (a int); ALTER TABLE t ENABLE ROW LEVEL SECURITY; CREATE POLICY p ON t USING (a > 0);`,
-			[]string{`row-level security enabled on table public.t`, `row-level security policy "p" on table public.t`}},
-		{"forced row-level security", `CREATE TABLE t (a int); ALTER TABLE t FORCE ROW LEVEL SECURITY;`,
-			[]string{`row-level security forced on table public.t`}},
 		{"foreign table", `CREATE EXTENSION file_fdw; CREATE SERVER files FOREIGN DATA WRAPPER file_fdw;
 			CREATE FOREIGN TABLE ft (a int) SERVER files OPTIONS (filename '/dev/null');`,
 			[]string{`foreign table public.ft`}},

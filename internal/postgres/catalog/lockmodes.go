@@ -163,6 +163,10 @@ func (d *differ) statementLockModes(k nodeKey, stmt postgres.Statement) []postgr
 				l.indexes(id, postgres.AccessExclusive)
 			}
 		}
+	case id.Kind == KindPolicy:
+		// CREATE, ALTER and DROP POLICY: on the table only, policies
+		// being no partition's but their own table's.
+		l.add(table, postgres.AccessExclusive)
 	case id.Kind == KindTrigger:
 		mode := postgres.ShareRowExclusive
 		if strings.HasPrefix(sql, "DROP TRIGGER") {
@@ -562,7 +566,7 @@ func (d *differ) indexLocks(l *lockList, k nodeKey, sql string) {
 }
 
 // commentLocks: COMMENT ON a relation or a column takes SHARE UPDATE
-// EXCLUSIVE on the relation (on a constraint or trigger, less).
+// EXCLUSIVE on the relation (on a constraint, trigger or policy, less).
 func (d *differ) commentLocks(l *lockList, k nodeKey, sql string) {
 	id := k.id
 	switch {

@@ -205,6 +205,13 @@ func (d *differ) statementLocks(k nodeKey, stmt postgres.Statement) []string {
 		}
 	case KindTrigger:
 		l.rel(ID{Schema: id.Schema, Name: id.Name})
+	case KindPolicy:
+		l.rel(ID{Schema: id.Schema, Name: id.Name})
+		if !k.drop {
+			for _, r := range desired.refs[id] {
+				l.rel(r) // the tables its expressions read are opened to parse them
+			}
+		}
 	case KindSequence:
 		l.rel(id)
 		if s, ok := d.desired.byID[id].(Sequence); ok && k.step == stepOwner && s.OwnedBy != nil {

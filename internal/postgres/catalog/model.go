@@ -15,6 +15,8 @@ package catalog
 // Properties that only some PostgreSQL majors have are fields with
 // omitempty: a model read from an older server, or a schema that does not
 // use them, serialises (and fingerprints) as it did before they existed.
+// So are those ptah came to manage after the model's first fingerprints
+// (row-level security), for the same reason.
 
 // Kind names a kind of database object ptah manages.
 type Kind string
@@ -35,12 +37,13 @@ const (
 	KindFunction   Kind = "function"
 	KindProcedure  Kind = "procedure"
 	KindTrigger    Kind = "trigger"
+	KindPolicy     Kind = "policy"
 )
 
 // ID identifies one object across two models. It is comparable and used as a
 // map key. Schema is empty for schemas and extensions (whose Name is the
-// object's own name). Sub is the column, constraint or trigger name for
-// objects that live on a table (Name is then the table), or the identity
+// object's own name). Sub is the column, constraint, trigger or policy name
+// for objects that live on a table (Name is then the table), or the identity
 // argument list of a function or procedure (as pg_get_function_identity_arguments
 // prints it).
 type ID struct {
@@ -64,6 +67,8 @@ type Model struct {
 	Views       []View // views and materialized views
 	Functions   []Function
 	Triggers    []Trigger
+	// Policies are the row-level security policies of the tables.
+	Policies []Policy `json:",omitempty"`
 	// ServerVersion is the server_version_num of the server the model was
 	// read from. Definitions are PostgreSQL's own text, which differs
 	// between majors, so Diff refuses to compare models of two majors. It
@@ -212,7 +217,15 @@ type Table struct {
 	// defaults, in attnum order: a partition's inherited columns included,
 	// since each partition keeps its own.
 	ColumnSettings []ColumnSettings
-	Comment        string
+	// RowSecurity: row-level security is enabled (ENABLE ROW LEVEL
+	// SECURITY), so that the table's policies decide which rows a role
+	// other than the owner sees and writes (none, without a policy).
+	// ForceRowSecurity subjects the owner to them too (FORCE ROW LEVEL
+	// SECURITY). Both are the table's own: a partition's are not its
+	// parent's.
+	RowSecurity      bool `json:",omitempty"`
+	ForceRowSecurity bool `json:",omitempty"`
+	Comment          string
 }
 
 // ColumnSettings are the per-column settings of a table or materialized
@@ -376,6 +389,27 @@ type Trigger struct {
 	Comment string
 }
 
+// Policy is a row-level security policy on a table (CREATE POLICY).
+type Policy struct {
+	Schema string
+	Table  string
+	Name   string
+	// Permissive is AS PERMISSIVE (the default); false is AS RESTRICTIVE.
+	Permissive bool
+	// Command is what the policy applies to: "ALL", "SELECT", "INSERT",
+	// "UPDATE" or "DELETE".
+	Command string
+	// Roles are the roles it applies to, as quote_ident prints their names,
+	// sorted; "PUBLIC" for every role (PostgreSQL keeps nothing else beside
+	// it). Roles are cluster-wide: the dev database's server must have them.
+	Roles []string
+	// Using and Check are the USING and WITH CHECK expressions
+	// (pg_get_expr), "" when the policy has none.
+	Using   string
+	Check   string
+	Comment string
+}
+
 // ObjectID returns the IDs the model uses for each object; a convenience for
 // the diff and for tests.
 func (s Schema) ID() ID    { return ID{Kind: KindSchema, Name: s.Name} }
@@ -390,6 +424,7 @@ func (c Constraint) ID() ID {
 	return ID{Kind: KindConstraint, Schema: c.Schema, Name: c.Table, Sub: c.Name}
 }
 func (t Trigger) ID() ID { return ID{Kind: KindTrigger, Schema: t.Schema, Name: t.Table, Sub: t.Name} }
+func (p Policy) ID() ID  { return ID{Kind: KindPolicy, Schema: p.Schema, Name: p.Table, Sub: p.Name} }
 func (v View) ID() ID {
 	k := KindView
 	if v.Materialized {
