@@ -19,7 +19,9 @@ package catalog_test
 //     itself; the one on PATH or in /usr/lib/postgresql/<major>/bin with
 //     the smallest major not below the server's is used).
 //
-// The hazards of each plan are asserted too.
+// The hazards of each plan are asserted too, and so are the locks each of
+// its statements declares: PostgreSQL's own, read from pg_locks while the
+// statement runs alone on a probe database (acceptance_locks_test.go).
 //
 // Case format (txtar): the comment is a one-line description, then
 //
@@ -51,6 +53,9 @@ package catalog_test
 //
 // PTAH_TEST_PG_DUMP=off leaves pg_dump out of the comparison even where
 // one reads the server (make test-versions does, for time).
+//
+// A change that moves many cases' hazards on purpose rewrites their hazards
+// files with -args -update-hazards; review the diff before committing it.
 
 import (
 	"context"
