@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -708,12 +709,25 @@ func (p *pass) readingUnderWay(ctx context.Context, task string) (id, digest str
 		client.MatchingLabels{LabelResourceUID: p.obj.UID, "app.kubernetes.io/component": task}); err != nil {
 		return "", "", err
 	}
+	// The oldest is the one under way. Another is a reading a manager
+	// started just before it stopped, whose Job the next one's cache did
+	// not show yet when it started its own: only one answer is read, and
+	// the others would be left behind until the resource's next reading.
+	// They only read, so they go.
+	slices.SortFunc(jobs.Items, func(a, b batchv1.Job) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
 	for _, j := range jobs.Items {
-		if j.DeletionTimestamp == nil && len(j.Spec.Template.Spec.Containers) > 0 {
-			return j.Labels[LabelOperation], argAfter(j.Spec.Template.Spec.Containers[0].Args, "--plan-digest"), nil
+		if j.DeletionTimestamp != nil || len(j.Spec.Template.Spec.Containers) == 0 {
+			continue
 		}
+		if id == "" {
+			id, digest = j.Labels[LabelOperation], argAfter(j.Spec.Template.Spec.Containers[0].Args, "--plan-digest")
+			continue
+		}
+		p.removeJob(ctx, j.Labels[LabelOperation])
 	}
-	return "", "", nil
+	return id, digest, nil
 }
 
 // argAfter is the argument after flag in args, "" when none.
