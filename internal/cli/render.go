@@ -12,6 +12,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/runner"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -116,9 +117,7 @@ func renderJSON(w io.Writer, results []planResult) error {
 			for _, h := range s.Hazards {
 				st.Hazards = append(st.Hazards, string(h))
 			}
-			for _, l := range s.Locks {
-				st.Locks = append(st.Locks, api.PlanLock{Relation: l.Relation, Mode: l.Mode.String()})
-			}
+			st.Locks = append(st.Locks, runner.APILocks(s.Locks)...)
 			spec.Statements = append(spec.Statements, st)
 		}
 		for _, ph := range r.Plan.Transactions() {

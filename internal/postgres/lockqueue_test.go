@@ -160,11 +160,7 @@ func TestLockAttemptsLetReadersThrough(t *testing.T) {
 			if got := heard.all(); tc.readersQueued == (len(got) > 0) {
 				t.Errorf("waiting reports %q", got)
 			}
-			var column bool
-			if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
-				WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
-				t.Errorf("column t.c exists: %v (%v)", column, err)
-			}
+			requireColumnC(ctx, t, observer)
 		})
 	}
 }
@@ -246,11 +242,7 @@ func TestLockRetryKeepsTheStatementsBeforeIt(t *testing.T) {
 	if got := strings.Join(relations(t, observer), ","); got != "t,u" {
 		t.Errorf("relations %s, want t,u", got)
 	}
-	var column bool
-	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
-		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
-		t.Errorf("column t.c exists: %v (%v)", column, err)
-	}
+	requireColumnC(ctx, t, observer)
 	run := mustReadRun(t, observer, "op-1")
 	if !run.Committed() || len(run.Steps) != 2 {
 		t.Fatalf("run = %+v, want succeeded with 2 steps", run)
@@ -558,11 +550,7 @@ func TestSchemaPlanWaitsForHoldersOutsideTheLockQueue(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Execute = %v, want the plan done once the reader's transaction ended", err)
 	}
-	var column bool
-	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
-		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
-		t.Errorf("column t.c exists: %v (%v)", column, err)
-	}
+	requireColumnC(ctx, t, observer)
 }
 
 // TestSchemaPlanGivesUpWithoutJoiningTheQueue: a schema plan's statement
@@ -731,5 +719,16 @@ ORDER BY 1`)
 	want := []row{{"a", true}, {"a_id", true}, {"b", true}, {"t.c", false}, {"xact", true}}
 	if !slices.Equal(got, want) {
 		t.Errorf("written by the transaction itself: %v, want %v", got, want)
+	}
+}
+
+// requireColumnC checks that the plan's ALTER TABLE public.t ADD COLUMN c
+// took effect.
+func requireColumnC(ctx context.Context, t *testing.T, observer *pgx.Conn) {
+	t.Helper()
+	var column bool
+	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
+		t.Errorf("column t.c exists: %v (%v)", column, err)
 	}
 }

@@ -166,7 +166,7 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 		for j, h := range s.Hazards {
 			hz[j] = string(h)
 		}
-		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz, Locks: apiLocks(s.Locks)}
+		stmts[i] = api.PlanStatement{SQL: s.SQL, Hazards: hz, Locks: APILocks(s.Locks)}
 	}
 	var phases []api.PlanPhase
 	for _, ph := range obs.Plan.Phases {
@@ -199,9 +199,9 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 	}, nil
 }
 
-// apiLocks and planLocks carry a statement's locks to and from a
-// published plan.
-func apiLocks(locks []postgres.Lock) []api.PlanLock {
+// APILocks and planLocks carry a statement's locks to and from a
+// published plan (and the CLI's JSON).
+func APILocks(locks []postgres.Lock) []api.PlanLock {
 	var out []api.PlanLock
 	for _, l := range locks {
 		out = append(out, api.PlanLock{Relation: l.Relation, Mode: l.Mode.String()})
