@@ -81,7 +81,10 @@ type (
 		LockCapacity *api.LockCapacity `json:"lockCapacity,omitempty"`
 		Destructive  bool              `json:"destructive"`
 		LockTimeout  string            `json:"lockTimeout"`
-		Fingerprint  string            `json:"fingerprint,omitempty"`
+		// Hints: advice for the reviewer, such as a drop and an add that a
+		// rename directive would make a rename; [] when none.
+		Hints       []string `json:"hints"`
+		Fingerprint string   `json:"fingerprint,omitempty"`
 	}
 	jsonPhase struct {
 		Statements int    `json:"statements"`
@@ -111,6 +114,7 @@ func renderJSON(w io.Writer, results []planResult) error {
 			Statements:  []jsonStatement{},
 			Destructive: r.Plan.Destructive,
 			LockTimeout: r.Plan.LockTimeout.String(),
+			Hints:       append([]string{}, r.Plan.Hints...),
 		}
 		for _, s := range r.Plan.Statements {
 			st := jsonStatement{SQL: s.SQL, Hazards: []string{}, Locks: []api.PlanLock{}}
@@ -311,6 +315,9 @@ func writeTextPlan(b *strings.Builder, st styles, r planResult) {
 		} else {
 			b.WriteString("; spec.policy.allowDestructive is false, so it would be refused at apply.\n")
 		}
+	}
+	for _, h := range r.Plan.Hints {
+		b.WriteString(st.header.Render("Hint:") + " " + h + ".\n")
 	}
 	if note := r.Plan.TransactionsNote(); len(note) > 0 {
 		fmt.Fprintf(b, "%s %s\n", st.header.Render(fmt.Sprintf("%ss: %d.", unit, len(phases))), strings.Join(note, " "))

@@ -31,6 +31,9 @@ func PlanFingerprint(s api.PtahSchemaPlanSpec) string {
 			b.JSON("locks", st.Locks)
 		}
 	}
+	if len(s.Hints) > 0 {
+		b.Strings("hints", s.Hints)
+	}
 	b.Bool("destructive", s.Destructive).String("lockTimeout", s.LockTimeout)
 	statementLimits(b, s.LockAttemptTimeout, s.StatementTimeout)
 	if len(s.Phases) > 0 || s.LockCapacity != nil {

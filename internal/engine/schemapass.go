@@ -55,6 +55,8 @@ type Observation struct {
 	LockAttemptTimeout, StatementTimeout string
 	// StatementLocks: the statements carry their locks.
 	StatementLocks bool
+	// Hints are the plan's advice to its reviewer.
+	Hints []string
 }
 
 // SchemaPassInput is everything a PtahSchema's pass decides from.
@@ -327,6 +329,7 @@ func NewSchemaPlanSpec(schema api.ObjectReference, obs Observation) api.PtahSche
 		LockAttemptTimeout: obs.LockAttemptTimeout,
 		StatementTimeout:   obs.StatementTimeout,
 		StatementLocks:     obs.StatementLocks,
+		Hints:              obs.Hints,
 	}
 	spec.Fingerprint = PlanFingerprint(spec)
 	return spec
@@ -338,7 +341,7 @@ func ObservationOf(spec api.PtahSchemaPlanSpec) Observation {
 	return Observation{Bindings: spec.Bindings, Statements: spec.Statements, Phases: spec.Phases,
 		LockCapacity: spec.LockCapacity, Destructive: spec.Destructive, LockTimeout: spec.LockTimeout,
 		LockAttemptTimeout: spec.LockAttemptTimeout, StatementTimeout: spec.StatementTimeout,
-		StatementLocks: spec.StatementLocks}
+		StatementLocks: spec.StatementLocks, Hints: spec.Hints}
 }
 
 // repeatsTheLastRun: the pass that verifies a successful run (or one that

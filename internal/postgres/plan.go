@@ -78,6 +78,9 @@ type Plan struct {
 	LocksKnown bool
 	// Destructive is true when any statement deletes data.
 	Destructive bool
+	// Hints are advice for whoever reviews the plan (a drop and an add that
+	// look like a rename); they change nothing it does.
+	Hints []string
 	// LockTimeout is each statement's budget for lock waits: how long, in
 	// all, it may wait for its locks before the plan fails with a lock
 	// timeout (IsLockTimeout). A statement of a transactional phase spends

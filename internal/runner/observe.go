@@ -196,6 +196,7 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 		LockAttemptTimeout: res.Schema.Spec.Policy.LockAttemptTimeout,
 		StatementTimeout:   res.Schema.Spec.Policy.StatementTimeout,
 		StatementLocks:     obs.Plan.LocksKnown,
+		Hints:              obs.Plan.Hints,
 	}, nil
 }
 
@@ -251,7 +252,7 @@ func (r *Runner) binding() api.ExecutionBinding {
 // statements, in the phases it was published (and approved) with.
 func ToPlan(spec api.PtahSchemaPlanSpec) *postgres.Plan {
 	lockTimeout, _ := time.ParseDuration(spec.LockTimeout)
-	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout, LocksKnown: spec.StatementLocks}
+	p := &postgres.Plan{Destructive: spec.Destructive, LockTimeout: lockTimeout, LocksKnown: spec.StatementLocks, Hints: spec.Hints}
 	p.LockAttempt, p.StatementTimeout = statementLimits(spec.LockAttemptTimeout, spec.StatementTimeout)
 	for _, s := range spec.Statements {
 		hz := make([]postgres.Hazard, len(s.Hazards))

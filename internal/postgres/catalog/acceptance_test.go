@@ -41,6 +41,12 @@ package catalog_test
 //	minversion   optional: the oldest PostgreSQL major the case runs on
 //	             (e.g. 18 for a feature 18 added); on older servers it is
 //	             skipped
+//	statements   optional: the plan's statements exactly, one a line
+//	             (white space in a statement folded to single spaces)
+//	hints        optional: the plan's hints, one a line, each line a part
+//	             of its hint; the plan must have as many hints as lines
+//	check.sql    optional: a query run on the migrated database, which
+//	             must return true (that data survived, say)
 //
 // A case named noop_* must plan nothing (and its old and new schemas must
 // compare equal); any other case must plan at least one statement.
@@ -111,6 +117,9 @@ type acceptanceCase struct {
 	Destructive bool
 	MinVersion  int // the oldest server major the case runs on; 0: any
 	Offline     bool
+	Statements  []string // when set, the plan's statements exactly
+	Hints       []string // when set, parts of the plan's hints, one each
+	Check       string   // a query that must return true after the apply
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -211,6 +220,12 @@ func parseCase(path string) (acceptanceCase, error) {
 			c.Destructive = true
 		case "offline":
 			c.Offline = true
+		case "statements":
+			c.Statements = lines(data)
+		case "hints":
+			c.Hints = lines(data)
+		case "check.sql":
+			c.Check = data
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -471,6 +486,18 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	if plan.Destructive != c.Destructive {
 		t.Errorf("plan.Destructive = %v, want %v", plan.Destructive, c.Destructive)
 	}
+	if c.Statements != nil {
+		var got []string
+		for _, s := range plan.Statements {
+			got = append(got, strings.Join(strings.Fields(s.SQL), " "))
+		}
+		if !equalStrings(got, c.Statements) {
+			t.Errorf("plan statements:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.Statements, "\n"))
+		}
+	}
+	if c.Hints != nil {
+		checkHints(t, plan.Hints, c.Hints)
+	}
 	// Every case but the noop_ ones declares a change: an empty plan would
 	// pass the convergence checks below without proving anything.
 	if noop := strings.HasPrefix(c.Name, "noop_"); noop && len(plan.Statements) > 0 {
@@ -501,6 +528,13 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 			len(again), (&postgres.Plan{Statements: again}).Script(), plan.Script())
 	}
 
+	if c.Check != "" {
+		var ok bool
+		if err := conn.QueryRow(ctx, c.Check).Scan(&ok); err != nil || !ok {
+			t.Errorf("check.sql on the migrated database: %v, %v; want true", ok, err)
+		}
+	}
+
 	// 7. The migrated database is the one a fresh build from the declaration gives.
 	fresh := pgtest.NewDB(t)
 	freshConn := connect(ctx, t, fresh)
@@ -509,8 +543,34 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	execFile(ctx, t, freshConn, "new.sql", c.New)
 	built := srv.readState(ctx, t, freshConn, fresh, nil)
 	built.model = obs.Desired
+	keepIndexColumnNames(plan, migrated.model, built.model)
 	if compareStates(t, "the migrated database (-) differs from a fresh one built from new.sql (+)", migrated, built) {
 		t.Logf("plan was:\n%s", plan.Script())
+	}
+}
+
+// keepIndexColumnNames: PostgreSQL renames a column, not the columns of
+// its indexes (pg_attribute of the index, which \d shows and nothing
+// else reads), so after a plan that renames columns the indexes over
+// them keep the old names where a fresh build has the new. The model
+// records them, to name partitions' copies as PostgreSQL will; the
+// comparison leaves them out when the plan renamed a column.
+func keepIndexColumnNames(plan *postgres.Plan, migrated, built *catalog.Model) {
+	renamed := false
+	for _, s := range plan.Statements {
+		renamed = renamed || strings.Contains(s.SQL, " RENAME COLUMN ")
+	}
+	if !renamed {
+		return
+	}
+	names := map[string][]string{}
+	for _, ix := range built.Indexes {
+		names[ix.Schema+"."+ix.Name] = ix.Columns
+	}
+	for i, ix := range migrated.Indexes {
+		if cols, ok := names[ix.Schema+"."+ix.Name]; ok {
+			migrated.Indexes[i].Columns = cols
+		}
 	}
 }
 
@@ -537,6 +597,21 @@ func diff(live, desired *catalog.Model) (stmts []postgres.Statement, err error) 
 		}
 	}()
 	return catalog.Diff(live, desired)
+}
+
+// checkHints: each wanted part is in its own hint, and there are no
+// others.
+func checkHints(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("plan hints:\n%s\nwant %d, containing:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+		return
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("plan hint %d = %q, want it to contain %q", i+1, got[i], w)
+		}
+	}
 }
 
 func planHazards(p *postgres.Plan) []string {

@@ -27,15 +27,25 @@ func Diff(live, desired *Model) ([]postgres.Statement, error) {
 
 // DiffWith is Diff, with options (an online plan).
 func DiffWith(live, desired *Model, opts DiffOptions) ([]postgres.Statement, error) {
-	stmts, _, err := diff(live, desired, opts)
-	return stmts, err
+	r, err := diff(live, desired, opts)
+	return r.stmts, err
 }
 
-// diff is Diff, also returning the casts its column conversions rely on,
-// which only a server can check (checkCasts).
-func diff(live, desired *Model, opts DiffOptions) ([]postgres.Statement, []cast, error) {
+// diffResult is a plan with what the differ learned making it.
+type diffResult struct {
+	stmts []postgres.Statement
+	// casts are those the column conversions rely on, which only a server
+	// can check (checkCasts).
+	casts []cast
+	// hints are advice for whoever reviews the plan (renameHints).
+	hints []string
+}
+
+// diff is Diff, also returning the casts its column conversions rely on
+// and its hints.
+func diff(live, desired *Model, opts DiffOptions) (diffResult, error) {
 	if lv, dv := live.ServerVersion/10000, desired.ServerVersion/10000; lv != 0 && dv != 0 && lv != dv {
-		return nil, nil, fmt.Errorf("the target runs PostgreSQL %d and the dev database PostgreSQL %d, which print definitions differently: "+
+		return diffResult{}, fmt.Errorf("the target runs PostgreSQL %d and the dev database PostgreSQL %d, which print definitions differently: "+
 			"load the declared files on a server of the target's major (--dev-url)", lv, dv)
 	}
 	d := newDiffer(live, desired)
@@ -43,25 +53,27 @@ func diff(live, desired *Model, opts DiffOptions) ([]postgres.Statement, []cast,
 	d.classify()
 	d.propagate()
 	if err := d.checkOutside(); err != nil {
-		return nil, nil, err
+		return diffResult{}, err
 	}
 	if err := d.checkTypesInUse(); err != nil {
-		return nil, nil, err
+		return diffResult{}, err
 	}
 	d.emit()
 	if err := refusePlan(d.refused, "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of "+
 		"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names "+
 		"(append new attributes, change types in place), or convert the column with a migration; then plan again"); err != nil {
-		return nil, nil, err
+		return diffResult{}, err
 	}
 	d.connect()
 	sorted, err := d.sort()
 	if err != nil {
-		return nil, nil, err
+		return diffResult{}, err
 	}
 	// Labels added to existing enums lead the plan (see alterEnum for why
 	// that is safe, and LabelPhase for why it is wanted).
-	return append(d.labels, sorted...), d.casts, nil
+	stmts := append(d.labels, sorted...)
+	stmts = append(stmts, d.renames(opts.Renames)...)
+	return diffResult{stmts: stmts, casts: d.casts, hints: d.renameHints()}, nil
 }
 
 type nodeKey struct {

@@ -49,6 +49,9 @@ type DiffOptions struct {
 	// Online: indexes on existing tables are built, replaced and dropped
 	// concurrently (see above).
 	Online bool
+	// Renames are carried out after the rest of the plan, which was
+	// computed to the desired state under the old names (renames.go).
+	Renames []Rename
 }
 
 // concurrently turns an index definition, as pg_get_indexdef prints it,

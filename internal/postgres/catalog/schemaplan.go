@@ -77,23 +77,58 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if devServer == "" {
 		devServer = req.TargetURL
 	}
+	directives, err := readRenames(req.Files)
+	if err != nil {
+		return nil, err
+	}
 	// The plan is computed while the dev database is there, to check with
 	// the server what the model cannot tell (checkCasts).
-	var stmts []postgres.Statement
+	var planned diffResult
 	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, func(dev *pgx.Conn, desired *Model) error {
-		planned, casts, err := diff(live, desired, DiffOptions{Online: req.Online})
+		renames, err := resolveRenames(directives, live, desired)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrLoad, err)
+		}
+		to := desired
+		if len(renames) > 0 {
+			if to, err = underOldNames(ctx, dev, renames, req.Schemas); err != nil {
+				return err
+			}
+		}
+		planned, err = diff(live, to, DiffOptions{Online: req.Online, Renames: renames})
 		if err != nil {
 			return err
 		}
-		stmts = planned
-		return checkCasts(ctx, dev, casts)
+		return checkCasts(ctx, dev, planned.casts)
 	})
 	if err != nil {
 		return nil, err
 	}
+	stmts := planned.stmts
 	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity, LocksKnown: true,
-		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout}
+		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout, Hints: planned.hints}
 	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
+}
+
+// underOldNames undoes renames in the dev database, in a transaction it
+// rolls back, and inspects it: the desired state as PostgreSQL describes
+// it under the names the target has (see renames.go).
+func underOldNames(ctx context.Context, dev *pgx.Conn, renames []Rename, schemas []string) (*Model, error) {
+	tx, err := dev.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	for _, sql := range undoRenames(renames) {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return nil, fmt.Errorf("undoing the declared renames in the dev database (%s): %w", sql, err)
+		}
+	}
+	m, err := Inspect(ctx, tx.Conn(), schemas)
+	if err != nil {
+		return nil, where(err, "declared schema")
+	}
+	return m, nil
 }
 
 // inspectTarget reads the target's catalog on a session of its own, whose

@@ -63,6 +63,32 @@ type Options struct {
 	// Either way, the SET and RESET statements of the setting in the
 	// script itself are followed, as the server follows them.
 	NonStandardStrings bool
+	// OnToken, when set, hears every token and comment of the script, in
+	// order, as Split reads it (the semicolons that end statements
+	// excepted): what a caller needs to read more of a statement than its
+	// head without lexing it again.
+	OnToken func(Token)
+}
+
+// TokenKind is what a Token is.
+type TokenKind int
+
+const (
+	// Word is an unquoted keyword or identifier.
+	Word TokenKind = iota
+	// String is a quoted or dollar-quoted string.
+	String
+	// Comment is a -- or /* */ comment.
+	Comment
+	// Other is anything else: a quoted identifier, a number, an operator,
+	// a parenthesis, a comma.
+	Other
+)
+
+// Token is one token or comment of a script: its bytes are src[Start:End].
+type Token struct {
+	Kind       TokenKind
+	Start, End int
 }
 
 // Split splits src, read with PostgreSQL's default settings.
@@ -73,7 +99,7 @@ func Split(src string) ([]Statement, error) { return Options{}.Split(src) }
 // statements: their bytes belong to the next statement's span, or to the
 // tail.
 func (o Options) Split(src string) ([]Statement, error) {
-	s := &scanner{src: src, strings: stringsState{session: !o.NonStandardStrings}}
+	s := &scanner{src: src, strings: stringsState{session: !o.NonStandardStrings}, onToken: o.OnToken}
 	s.strings.current = s.strings.session
 	lines := lineCounter{src: src, line: 1}
 	var out []Statement
@@ -137,6 +163,8 @@ type scanner struct {
 	src     string
 	pos     int
 	strings stringsState
+	onToken func(Token)
+	begin   int // where the token being scanned starts
 
 	// Per statement.
 	started     bool
@@ -180,13 +208,17 @@ func (s *scanner) next() (st Statement, ok bool, err error) {
 		case isSpace(c):
 			s.pos++
 		case c == '-' && s.peek(1) == '-':
+			begin := s.pos
 			for s.pos < len(src) && src[s.pos] != '\n' && src[s.pos] != '\r' {
 				s.pos++
 			}
+			s.comment(begin)
 		case c == '/' && s.peek(1) == '*':
+			begin := s.pos
 			if err := s.blockComment(); err != nil {
 				return st, false, err
 			}
+			s.comment(begin)
 		case c == ';' && s.parens == 0 && s.atomic == 0:
 			s.pos++
 			if !s.started {
@@ -227,6 +259,7 @@ func (s *scanner) peek(n int) byte {
 // statement-ending semicolon.
 func (s *scanner) token() error {
 	src, begin := s.src, s.pos
+	s.begin = begin
 	if !s.started {
 		s.started, s.start = true, begin
 	}
@@ -470,7 +503,24 @@ func (s *scanner) definesRoutine() bool {
 // other handles any other token: it ends the statement's head.
 func (s *scanner) other(text string) { s.add(token{kind: tokOther, text: text}) }
 
+// comment reports the comment src[begin:s.pos] to OnToken.
+func (s *scanner) comment(begin int) {
+	if s.onToken != nil {
+		s.onToken(Token{Kind: Comment, Start: begin, End: s.pos})
+	}
+}
+
 func (s *scanner) add(t token) {
+	if s.onToken != nil {
+		kind := Other
+		switch t.kind {
+		case tokWord:
+			kind = Word
+		case tokString:
+			kind = String
+		}
+		s.onToken(Token{Kind: kind, Start: s.begin, End: s.pos})
+	}
 	if t.kind != tokWord {
 		s.headDone = true
 	}

@@ -279,3 +279,29 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// OnToken hears every token and comment, with its bytes in the script,
+// strings and comments whole whatever they hold.
+func TestSplitReportsTokens(t *testing.T) {
+	t.Parallel()
+	src := "CREATE TABLE \"T\" ( -- c;\n a text DEFAULT 'x;y', /* b */ n int DEFAULT $$;$$);\nSELECT $1"
+	type tok struct {
+		kind TokenKind
+		text string
+	}
+	var got []tok
+	stmts, err := Options{OnToken: func(k Token) { got = append(got, tok{k.Kind, src[k.Start:k.End]}) }}.Split(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tok{{Word, "CREATE"}, {Word, "TABLE"}, {Other, `"T"`}, {Other, "("}, {Comment, "-- c;"},
+		{Word, "a"}, {Word, "text"}, {Word, "DEFAULT"}, {String, "'x;y'"}, {Other, ","}, {Comment, "/* b */"},
+		{Word, "n"}, {Word, "int"}, {Word, "DEFAULT"}, {String, "$$;$$"}, {Other, ")"},
+		{Word, "SELECT"}, {Other, "$1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("tokens:\n got %v\nwant %v", got, want)
+	}
+	if len(stmts) != 2 {
+		t.Errorf("got %d statements, want 2", len(stmts))
+	}
+}

@@ -171,7 +171,11 @@ type PtahSchemaPlanSpec struct {
 	// for), and the writer runs it accordingly. False for plans made
 	// before statements carried their locks.
 	StatementLocks bool `json:"statementLocks,omitempty"`
-	Bindings       `json:",inline"`
+	// Hints are advice for whoever reviews the plan, such as a table or
+	// column it drops and adds again that the declared files could say
+	// was renamed. They change nothing the plan does.
+	Hints    []string `json:"hints,omitempty"`
+	Bindings `json:",inline"`
 	// Fingerprint covers every field above; a stored plan whose content no
 	// longer hashes to it has been tampered with and is refused.
 	Fingerprint string `json:"fingerprint"`

@@ -1113,6 +1113,11 @@ func (in *PtahSchemaPlanSpec) DeepCopyInto(out *PtahSchemaPlanSpec) {
 		*out = new(LockCapacity)
 		**out = **in
 	}
+	if in.Hints != nil {
+		in, out := &in.Hints, &out.Hints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	out.Bindings = in.Bindings
 }
 
