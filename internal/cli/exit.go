@@ -88,7 +88,7 @@ var outcomes = []outcome{
 	{ExitBlocked, "apply or plan: a resource is Blocked (realm conflict, destructive plan not allowed, tampered plan, lease held, a run that may still write, a plan that does not converge, another ptah running its pass; a migration's history that does not match its files, or a run only a person can settle); nothing was executed for it. approve: the resource's policy would not run the plan even approved. forget: the record still owes an outcome or a release. resolve-run: the run's writer session may still be writing, or (--cluster) ptah serve has not yet accounted for a run it dispatched",
 		"the message says what blocks it; ptah status shows the same"},
 	{ExitApplyFailed, "apply: a plan's statement failed and the plan rolled back; the database is as it was before the plan (a migration: the versions before the failed file stay applied, the failed file rolled back)",
-		"fix the cause PostgreSQL reports above (often data that violates a new constraint), then plan and apply again"},
+		"fix the cause PostgreSQL reports above (often data that violates a new constraint; after a lock timeout (55P03), the sessions it names held the lock the statement needed: apply again once they finish, or end them, or raise spec.policy.lockTimeout), then plan and apply again"},
 	{ExitNoSuchPlan, "approve: no plan has that UID, or the plan is no longer its resource's current plan. forget: no resource of that name is registered. resolve-run --cluster: no PtahMigration of that name in the namespace",
 		"run ptah plan to publish the current plan and approve the UID it shows"},
 	{ExitPlanMismatch, "approve: the plan's fingerprint is not the one given, or the stored plan no longer matches its fingerprint",

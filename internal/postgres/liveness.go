@@ -134,6 +134,11 @@ type Blocker struct {
 	// documents that carry a Blocker (ptah status), whose fields are
 	// their own; Waiting words it.
 	XactStart time.Time `json:"-"`
+	// Autovacuum: the session is an autovacuum worker that PostgreSQL
+	// itself would cancel to let a lock request through, one not run to
+	// prevent transaction ID wraparound (see Writer.yieldAutovacuum);
+	// false when the server does not show what the worker runs.
+	Autovacuum bool `json:"-"`
 }
 
 // SessionActivity reads what session s is doing, nil when it is gone.
@@ -219,7 +224,11 @@ func (a *Activity) Waiting() string {
 func (b Blocker) String() string {
 	s := fmt.Sprintf("pid %d", b.PID)
 	var about []string
-	for _, x := range []string{b.ApplicationName, b.state()} {
+	worker := ""
+	if b.Autovacuum {
+		worker = "autovacuum worker"
+	}
+	for _, x := range []string{worker, b.ApplicationName, b.state()} {
 		if x != "" {
 			about = append(about, x)
 		}

@@ -87,6 +87,9 @@ func (w *Writer) awaitHolders(ctx context.Context, tx pgx.Tx, r *lockRetry, a ar
 		}
 		waited = true
 		r.saw(held)
+		if err := w.yieldAutovacuum(ctx, tx, r, held); err != nil {
+			return armed{}, false, err
+		}
 		// The transaction sits idle during the pause: re-armed first, its
 		// idle timeout ends the session at the deadline whatever the
 		// client does.
@@ -107,6 +110,46 @@ func (w *Writer) awaitHolders(ctx context.Context, tx pgx.Tx, r *lockRetry, a ar
 			return armed{}, false, err
 		}
 	}
+}
+
+// yieldAutovacuum cancels the autovacuum workers among held's sessions,
+// when they are all the statement waits for. PostgreSQL cancels such a
+// worker itself when a lock request has waited deadlock_timeout behind
+// it (one vacuuming to prevent wraparound excepted), and autovacuum comes
+// back to the table later; but the writer does not queue, so PostgreSQL
+// never would, and a slow vacuum of a large table would outlast the
+// statement's budget. Cancelling takes the privilege to signal the worker
+// (a superuser's; from PostgreSQL 18, pg_signal_autovacuum_worker's) and
+// to see what it runs (pg_read_all_stats), without which Autovacuum is
+// never set: a refusal is remembered, and the writer waits as for any
+// other session.
+func (w *Writer) yieldAutovacuum(ctx context.Context, tx pgx.Tx, r *lockRetry, held *Activity) error {
+	if r.autovacuumRefused || !slices.ContainsFunc(held.BlockedBy, func(b Blocker) bool { return b.Autovacuum }) ||
+		slices.ContainsFunc(held.BlockedBy, func(b Blocker) bool { return !b.Autovacuum }) {
+		return nil
+	}
+	for _, b := range held.BlockedBy {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("cancelling autovacuum worker %d: %w", b.PID, err)
+		}
+		_, err = sp.Exec(ctx, "SELECT pg_catalog.pg_cancel_backend($1)", b.PID)
+		if err == nil {
+			err = sp.Commit(ctx)
+		}
+		if err != nil {
+			if rbErr := sp.Rollback(ctx); rbErr != nil {
+				return fmt.Errorf("cancelling autovacuum worker %d: %w", b.PID, rbErr)
+			}
+			if !IsInsufficientPrivilege(err) {
+				return fmt.Errorf("cancelling autovacuum worker %d: %w", b.PID, err)
+			}
+			r.autovacuumRefused = true
+			return nil
+		}
+		r.cancelledAutovacuum++
+	}
+	return nil
 }
 
 // conflictingHolders reads, from the writer's transaction q, the sessions
@@ -139,7 +182,9 @@ func conflictingHolders(ctx context.Context, q pgx.Tx, needs []Lock, exclude []i
 		return nil, fmt.Errorf("reading the sessions holding locks the statement needs: %w", err)
 	}
 	rows, err := q.Query(ctx, `
-SELECT w.i, l.pid, l.mode, coalesce(a.application_name, ''), coalesce(a.state, ''), a.xact_start
+SELECT w.i, l.pid, l.mode, coalesce(a.application_name, ''), coalesce(a.state, ''), a.xact_start,
+	coalesce(a.backend_type = 'autovacuum worker' AND a.query LIKE 'autovacuum: %'
+		AND a.query NOT LIKE '%(to prevent wraparound)', false)
 FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY AS w(rel, i)
 JOIN pg_catalog.pg_locks l ON l.locktype = 'relation' AND l.relation = pg_catalog.to_regclass(w.rel)
      AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
@@ -157,7 +202,7 @@ ORDER BY l.pid, w.i`, rels, exclude)
 		var mode string
 		var b Blocker
 		var xactStart *time.Time
-		if err := rows.Scan(&i, &b.PID, &mode, &b.ApplicationName, &b.State, &xactStart); err != nil {
+		if err := rows.Scan(&i, &b.PID, &mode, &b.ApplicationName, &b.State, &xactStart, &b.Autovacuum); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reading the sessions holding locks the statement needs: %w", err)
 		}

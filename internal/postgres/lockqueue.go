@@ -355,6 +355,10 @@ type lockRetry struct {
 	// sessions seen blocking it, in the order first seen, as last seen.
 	latest *Activity
 	seen   []Blocker
+	// cancelledAutovacuum counts the autovacuum workers cancelled for the
+	// statement; autovacuumRefused: the server refused to cancel one.
+	cancelledAutovacuum int
+	autovacuumRefused   bool
 
 	// watcher, once the first attempt failed (watchTried); nil when it
 	// could not be opened.

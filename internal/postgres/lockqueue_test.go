@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ptah-run/ptah/internal/pgserver"
 	"github.com/ptah-run/ptah/internal/pgtest"
 )
 
@@ -730,5 +731,56 @@ func requireColumnC(ctx context.Context, t *testing.T, observer *pgx.Conn) {
 	if err := observer.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
 		WHERE attrelid = 'public.t'::regclass AND attname = 'c' AND NOT attisdropped)`).Scan(&column); err != nil || !column {
 		t.Errorf("column t.c exists: %v (%v)", column, err)
+	}
+}
+
+// TestSchemaPlanCancelsAnAutovacuumInTheWay: an autovacuum worker holds
+// SHARE UPDATE EXCLUSIVE on the table, and vacuums it so slowly (a cost
+// limit it passes on every page, then 100 ms asleep) that it would hold
+// it for minutes. PostgreSQL would cancel it for a session queued behind
+// it; the writer does not queue, so it cancels the worker itself and
+// runs the statement well within its budget, naming the worker while it
+// waits. Without that, the statement waits out its budget and fails.
+func TestSchemaPlanCancelsAnAutovacuumInTheWay(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDBOn(t, pgtest.NewServer(t, pgserver.Setting("autovacuum_naptime", "1")))
+	ctx := testCtx(t)
+	observer := dial(t, url)
+	execSQL(t, observer, `CREATE TABLE public.t (id integer, pad text) WITH (autovacuum_vacuum_threshold = 0,
+	autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_cost_delay = 100, autovacuum_vacuum_cost_limit = 1)`)
+	execSQL(t, observer, "INSERT INTO public.t SELECT g, repeat('x', 100) FROM generate_series(1, 100000) g")
+	execSQL(t, observer, "DELETE FROM public.t WHERE id % 2 = 0")
+	var worker int32
+	deadline := time.Now().Add(90 * time.Second)
+	for worker == 0 {
+		err := observer.QueryRow(ctx, `
+SELECT a.pid FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.relation = 'public.t'::regclass AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
+  AND a.backend_type = 'autovacuum worker'`).Scan(&worker)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if worker == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no autovacuum worker took the table within 90 s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	w := openWriter(t, url, testDigest, "op-1")
+	plan := lockedPlan([]string{"ALTER TABLE public.t ADD COLUMN c integer"}, []Lock{{Relation: "public.t", Mode: AccessExclusive}})
+	plan.LockTimeout = 10 * time.Second
+	heard := newWaits()
+	if err := w.Execute(ctx, "plan-1", plan, heard.progress); err != nil {
+		t.Fatalf("Execute = %v, want the autovacuum cancelled and the statement run", err)
+	}
+	named := fmt.Sprintf("pid %d (autovacuum worker", worker)
+	if got := heard.all(); !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, named) }) {
+		t.Errorf("waiting reports %q, want one naming %s...)", got, named)
+	}
+	var c int
+	if err := observer.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = 'public.t'::regclass AND attname = 'c'").Scan(&c); err != nil || c != 1 {
+		t.Errorf("column c: %d, %v; want it added", c, err)
 	}
 }
