@@ -479,6 +479,30 @@ func followingRenames(declared []Rename, tableRenamed map[ObjectName]string, lv,
 			func(n string) ID { return ID{Kind: KindIndex, Schema: ix.Schema, Name: n} },
 			func(o any, table string) bool { li, ok := o.(Index); return ok && li.Table == table })
 	}
+	// From PostgreSQL 18 on, a NOT NULL is a constraint, named after its
+	// table and column unless declared otherwise.
+	for _, t := range dv.m.Tables {
+		tn := ObjectName{t.Schema, t.Name}
+		if !renamedTables[tn] || dv.m.ServerVersion < 180000 {
+			continue
+		}
+		for _, c := range t.Columns {
+			oldCol := c.Name
+			for _, cr := range columns[tn] {
+				if cr[1] == c.Name {
+					oldCol = cr[0]
+				}
+			}
+			lc, ok := lv.columns[ColumnID(t.Schema, liveTable(tn), oldCol)]
+			if !c.NotNull || c.NotNullName != "" || !ok || !lc.NotNull || lc.NotNullName != "" {
+				continue // not both under the names PostgreSQL gives
+			}
+			from, to := defaultNotNullName(liveTable(tn), oldCol), defaultNotNullName(t.Name, c.Name)
+			if from != to {
+				out = append(out, Rename{Kind: KindConstraint, Schema: t.Schema, Table: t.Name, Old: from, New: to})
+			}
+		}
+	}
 	for _, s := range dv.m.Sequences {
 		if s.OwnedBy == nil {
 			continue
