@@ -38,6 +38,9 @@ package catalog_test
 //	destructive  optional marker: the plan must be flagged destructive
 //	offline      optional marker: plan with spec.policy.online false (every
 //	             case else plans online, the default)
+//	privileges   optional marker: plan with spec.privileges Managed (every
+//	             case else ignores privileges, the default); the models
+//	             compared then hold the grants
 //	minversion   optional: the oldest PostgreSQL major the case runs on
 //	             (e.g. 18 for a feature 18 added); on older servers it is
 //	             skipped
@@ -111,6 +114,7 @@ type acceptanceCase struct {
 	Destructive bool
 	MinVersion  int // the oldest server major the case runs on; 0: any
 	Offline     bool
+	Privileges  bool
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -211,6 +215,8 @@ func parseCase(path string) (acceptanceCase, error) {
 			c.Destructive = true
 		case "offline":
 			c.Offline = true
+		case "privileges":
+			c.Privileges = true
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -314,7 +320,7 @@ func TestAcceptanceCasesLoad(t *testing.T) {
 					defer conn.Close(context.Background())
 					execFile(ctx, t, conn, "setup.sql", c.Setup)
 					execFile(ctx, t, conn, file.name, file.sql)
-					states = append(states, srv.readState(ctx, t, conn, db, nil))
+					states = append(states, srv.readState(ctx, t, conn, db, nil, false))
 				}
 				compareStates(t, "a no-op case whose schemas differ, old (-) vs new (+)", states[0], states[1])
 				return
@@ -438,6 +444,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 		Schemas:     c.Schemas,
 		LockTimeout: 5 * time.Second,
 		Online:      !c.Offline,
+		Privileges:  c.Privileges,
 	}
 	obs, err := observe(ctx, req)
 
@@ -491,7 +498,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	// nothing to change to reach the desired model this plan was made from.
 	// (Planning again would only read the same declared files into another
 	// dev database.)
-	migrated := srv.readState(ctx, t, conn, target, c.Schemas)
+	migrated := srv.readState(ctx, t, conn, target, c.Schemas, c.Privileges)
 	again, err := diff(migrated.model, obs.Desired)
 	if err != nil {
 		t.Fatalf("re-plan after apply: %v", err)
@@ -507,7 +514,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	defer freshConn.Close(context.Background())
 	execFile(ctx, t, freshConn, "setup.sql", c.Setup)
 	execFile(ctx, t, freshConn, "new.sql", c.New)
-	built := srv.readState(ctx, t, freshConn, fresh, nil)
+	built := srv.readState(ctx, t, freshConn, fresh, nil, false)
 	built.model = obs.Desired
 	if compareStates(t, "the migrated database (-) differs from a fresh one built from new.sql (+)", migrated, built) {
 		t.Logf("plan was:\n%s", plan.Script())
@@ -750,13 +757,14 @@ type schemaState struct {
 }
 
 // readState reads the database conn is connected to (url names it, for
-// pg_dump); its model only when schemas names the managed schemas.
-func (srv *server) readState(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, schemas []string) schemaState {
+// pg_dump); its model only when schemas names the managed schemas, with
+// the grants when privileges.
+func (srv *server) readState(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, schemas []string, privileges bool) schemaState {
 	t.Helper()
 	var s schemaState
 	var err error
 	if schemas != nil {
-		if s.model, err = catalog.Inspect(ctx, conn, schemas); err != nil {
+		if s.model, err = catalog.InspectWith(ctx, conn, schemas, catalog.InspectOptions{Privileges: privileges}); err != nil {
 			t.Fatalf("inspecting: %v", err)
 		}
 	}
