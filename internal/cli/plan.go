@@ -104,7 +104,9 @@ builds-index-on-existing-table, may-fail-on-existing-data. A plan with a
 deletes-data statement is destructive.
 
 Privileges and ownership are not managed: GRANTs and owners are neither
-compared nor planned, and never make a plan fail or differ.
+compared nor planned, and never make a plan fail or differ. With
+spec.privileges: Managed, the grants on the managed objects are compared
+and planned (GRANT, REVOKE); roles and owners never are.
 
 Environment: PTAH_FILE, PTAH_OUTPUT, PTAH_DEV_URL, PTAH_DETAILED_EXITCODE,
 PTAH_NO_PUBLISH stand for the flags. The target's URL comes from the resource

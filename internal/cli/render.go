@@ -219,13 +219,19 @@ func (st styles) tag(h postgres.Hazard) string {
 }
 
 // privilegesNote is printed under every text plan: a reader must not take
-// "No changes" to mean grants and owners match too.
-const privilegesNote = "Note: privileges and ownership are not managed: grants and owners are neither compared nor planned."
+// "No changes" to mean grants and owners match too. ownershipNote replaces
+// it when every resource shown manages its privileges (spec.privileges:
+// Managed), whose grants are compared and planned; owners never are.
+const (
+	privilegesNote = "Note: privileges and ownership are not managed: grants and owners are neither compared nor planned."
+	ownershipNote  = "Note: ownership is not managed: owners are neither compared nor planned (grants are: spec.privileges is Managed)."
+	mixedNote      = "Note: ownership is not managed, and privileges only where spec.privileges is Managed: elsewhere grants and owners are neither compared nor planned."
+)
 
 func renderText(w io.Writer, results []planResult, profile termenv.Profile) error {
 	st := newStyles(w, profile)
 	var b strings.Builder
-	schemas := false
+	schemas, managed, ignored := false, 0, 0
 	for i, r := range results {
 		if i > 0 {
 			b.WriteString("\n")
@@ -235,10 +241,22 @@ func renderText(w io.Writer, results []planResult, profile termenv.Profile) erro
 			continue
 		}
 		schemas = true
+		if r.Resource.Schema.Spec.ManagesPrivileges() {
+			managed++
+		} else {
+			ignored++
+		}
 		writeTextPlan(&b, st, r)
 	}
 	if schemas {
-		b.WriteString("\n" + st.dim.Render(privilegesNote) + "\n")
+		note := privilegesNote
+		switch {
+		case ignored == 0:
+			note = ownershipNote
+		case managed > 0:
+			note = mixedNote
+		}
+		b.WriteString("\n" + st.dim.Render(note) + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -306,6 +306,7 @@ var forms = map[string]string{
 	"spec.source.path":        "a directory, relative to this file",
 	"spec.source.layout":      "one of native, golang-migrate, flyway; leave it out to detect",
 	"spec.schemas":            "a list of schema names, such as [public]",
+	"spec.privileges":         "Ignored or Managed",
 }
 
 // expectedForm is ": <form>" for a field with a known form, else "".

@@ -46,6 +46,29 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// spec.privileges is read from ptah.yaml; left out, it stays empty, which
+// is Ignored.
+func TestParsePrivileges(t *testing.T) {
+	for _, tt := range []struct {
+		yaml    string
+		want    v1alpha1.PrivilegesMode
+		managed bool
+	}{
+		{good, "", false},
+		{good + "  privileges: Ignored\n", v1alpha1.PrivilegesIgnored, false},
+		{good + "  privileges: Managed\n", v1alpha1.PrivilegesManaged, true},
+	} {
+		f, err := Parse("ptah.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := f.Resources[0].Schema.Spec
+		if spec.Privileges != tt.want || spec.ManagesPrivileges() != tt.managed {
+			t.Errorf("privileges = %q (managed %v), want %q (managed %v)", spec.Privileges, spec.ManagesPrivileges(), tt.want, tt.managed)
+		}
+	}
+}
+
 func TestParseMultipleDocuments(t *testing.T) {
 	second := strings.ReplaceAll(good, "name: app", "name: billing")
 	f, err := Parse("ptah.yaml", []byte("---\n"+good+"---\n# a comment only\n---\n"+second+"---\n"))
@@ -95,6 +118,10 @@ func TestParseErrors(t *testing.T) {
 		{"string for list", good + "  schemas: public\n", []string{"ptah.yaml:10:", "spec.schemas: a string where a list is expected"}},
 		{"validation", good + "  policy:\n    apply: Sometimes\n",
 			[]string{`ptah.yaml:11: PtahSchema "app": spec.policy.apply: "Sometimes" is not one of Never, OnApproval, Always`}},
+		{"privileges not a mode", good + "  privileges: Sometimes\n",
+			[]string{`ptah.yaml:10: PtahSchema "app": spec.privileges: "Sometimes" is not one of Ignored, Managed`}},
+		{"privileges nested in policy", good + "  policy:\n    privileges: Managed\n",
+			[]string{`spec.policy.privileges: unknown field`}},
 		{"ptah schema", good + "  schemas: [public, ptah]\n",
 			[]string{`ptah.yaml:10: PtahSchema "app": spec.schemas[1]: "ptah" holds ptah's own state`}},
 		{"every validation problem", strings.Replace(good, "path: ./schema", "path: ''", 1) + "  policy: {lockTimeout: soon}\n",

@@ -132,7 +132,14 @@ func PolicyFingerprint(spec api.PtahSchemaSpec) string {
 		String("lockTimeout", spec.Policy.LockTimeout).
 		Strings("schemas", spec.Schemas).
 		Bool("online", spec.Policy.IsOnline())
-	return withStatementLimits(b, spec.Policy.LockAttemptTimeout, spec.Policy.StatementTimeout).Sum()
+	b = withStatementLimits(b, spec.Policy.LockAttemptTimeout, spec.Policy.StatementTimeout)
+	// Managed privileges widen the scope, so a plan made without them is
+	// not one made with them; Ignored (or unset) hashes as before the
+	// field existed.
+	if spec.ManagesPrivileges() {
+		b.String("privileges", string(api.PrivilegesManaged))
+	}
+	return b.Sum()
 }
 
 // SchemaPlanRequest is what planning res asks of the catalog: its target,
@@ -146,6 +153,7 @@ func SchemaPlanRequest(res Resource, devURL string, observeTimeout time.Duration
 		Schemas:        append([]string(nil), res.Schema.Spec.Schemas...),
 		LockTimeout:    res.Schema.Spec.Policy.LockTimeoutDuration(),
 		Online:         res.Schema.Spec.Policy.IsOnline(),
+		Privileges:     res.Schema.Spec.ManagesPrivileges(),
 		ObserveTimeout: observeTimeout,
 	}
 }

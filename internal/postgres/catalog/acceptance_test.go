@@ -38,6 +38,9 @@ package catalog_test
 //	destructive  optional marker: the plan must be flagged destructive
 //	offline      optional marker: plan with spec.policy.online false (every
 //	             case else plans online, the default)
+//	privileges   optional marker: plan with spec.privileges Managed (every
+//	             case else ignores privileges, the default); the models
+//	             compared then hold the grants
 //	minversion   optional: the oldest PostgreSQL major the case runs on
 //	             (e.g. 18 for a feature 18 added); on older servers it is
 //	             skipped
@@ -121,6 +124,7 @@ type acceptanceCase struct {
 	Statements  []string // when set, the plan's statements exactly
 	Hints       []string // when set, parts of the plan's hints, one each
 	Check       string   // a query that must return true after the apply
+	Privileges  bool
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -227,6 +231,8 @@ func parseCase(path string) (acceptanceCase, error) {
 			c.Hints = lines(data)
 		case "check.sql":
 			c.Check = data
+		case "privileges":
+			c.Privileges = true
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -330,7 +336,7 @@ func TestAcceptanceCasesLoad(t *testing.T) {
 					defer conn.Close(context.Background())
 					execFile(ctx, t, conn, "setup.sql", c.Setup)
 					execFile(ctx, t, conn, file.name, file.sql)
-					states = append(states, srv.readState(ctx, t, conn, db, nil))
+					states = append(states, srv.readState(ctx, t, conn, db, nil, false))
 				}
 				compareStates(t, "a no-op case whose schemas differ, old (-) vs new (+)", states[0], states[1])
 				return
@@ -454,6 +460,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 		Schemas:     c.Schemas,
 		LockTimeout: 5 * time.Second,
 		Online:      !c.Offline,
+		Privileges:  c.Privileges,
 	}
 	obs, err := observe(ctx, req)
 
@@ -520,7 +527,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	// nothing to change to reach the desired model this plan was made from.
 	// (Planning again would only read the same declared files into another
 	// dev database.)
-	migrated := srv.readState(ctx, t, conn, target, c.Schemas)
+	migrated := srv.readState(ctx, t, conn, target, c.Schemas, c.Privileges)
 	again, err := diff(migrated.model, obs.Desired)
 	if err != nil {
 		t.Fatalf("re-plan after apply: %v", err)
@@ -543,7 +550,7 @@ func (srv *server) runCase(t *testing.T, c acceptanceCase) {
 	defer freshConn.Close(context.Background())
 	execFile(ctx, t, freshConn, "setup.sql", c.Setup)
 	execFile(ctx, t, freshConn, "new.sql", c.New)
-	built := srv.readState(ctx, t, freshConn, fresh, nil)
+	built := srv.readState(ctx, t, freshConn, fresh, nil, false)
 	built.model = obs.Desired
 	keepIndexColumnNames(plan, migrated.model, built.model)
 	if compareStates(t, "the migrated database (-) differs from a fresh one built from new.sql (+)", migrated, built) {
@@ -845,13 +852,14 @@ type schemaState struct {
 }
 
 // readState reads the database conn is connected to (url names it, for
-// pg_dump); its model only when schemas names the managed schemas.
-func (srv *server) readState(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, schemas []string) schemaState {
+// pg_dump); its model only when schemas names the managed schemas, with
+// the grants when privileges.
+func (srv *server) readState(ctx context.Context, t *testing.T, conn *pgx.Conn, url string, schemas []string, privileges bool) schemaState {
 	t.Helper()
 	var s schemaState
 	var err error
 	if schemas != nil {
-		if s.model, err = catalog.Inspect(ctx, conn, schemas); err != nil {
+		if s.model, err = catalog.InspectWith(ctx, conn, schemas, catalog.InspectOptions{Privileges: privileges}); err != nil {
 			t.Fatalf("inspecting: %v", err)
 		}
 	}

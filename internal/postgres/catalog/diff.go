@@ -59,6 +59,7 @@ func diff(live, desired *Model, opts DiffOptions) (diffResult, error) {
 		return diffResult{}, err
 	}
 	d.emit()
+	d.emitPrivileges()
 	if err := refusePlan(d.refused, "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of "+
 		"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names "+
 		"(append new attributes, change types in place), or convert the column with a migration; then plan again"); err != nil {
@@ -820,6 +821,11 @@ func (d *differ) nodeLess(a, b *node) bool {
 	// transaction rather than being cut in two around them.
 	if na, nb := !a.key.drop && a.outsideTx(), !b.key.drop && b.outsideTx(); na != nb {
 		return nb
+	}
+	// Grants come after the other changes that are ready: they are what
+	// a reviewer reads last, and nothing else waits for them.
+	if ga, gb := a.key.step == stepGrants, b.key.step == stepGrants; ga != gb {
+		return gb
 	}
 	ra, rb := kindRank(a.key.id.Kind), kindRank(b.key.id.Kind)
 	if a.key.drop {

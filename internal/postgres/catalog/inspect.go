@@ -12,7 +12,19 @@ import (
 const ptahSchema = "ptah"
 
 // Inspect reads the managed schemas of the database conn is connected to into a Model.
-func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (m *Model, err error) {
+func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (*Model, error) {
+	return InspectWith(ctx, conn, schemas, InspectOptions{})
+}
+
+// InspectOptions says what Inspect reads beyond the schema itself.
+type InspectOptions struct {
+	// Privileges: the grants on the managed objects are read too
+	// (Model.Privileges), for a plan that manages them.
+	Privileges bool
+}
+
+// InspectWith is Inspect, with options.
+func InspectWith(ctx context.Context, conn *pgx.Conn, schemas []string, opts InspectOptions) (m *Model, err error) {
 	end, err := beginSnapshot(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -36,7 +48,7 @@ func Inspect(ctx context.Context, conn *pgx.Conn, schemas []string) (m *Model, e
 		rels:    map[uint32]*relation{},
 		owners:  map[ID]ID{},
 	}
-	if err := in.run(); err != nil {
+	if err := in.run(opts); err != nil {
 		return nil, err
 	}
 	return in.m, nil
@@ -114,7 +126,7 @@ type relation struct {
 	tableAt, viewAt, compositeAt int
 }
 
-func (in *inspector) run() error {
+func (in *inspector) run(opts InspectOptions) error {
 	steps := []func() error{
 		in.readUnsupported,
 		in.readSchemas,
@@ -132,6 +144,9 @@ func (in *inspector) run() error {
 		in.readTriggers,
 		in.readPolicies,
 		in.readDeps,
+	}
+	if opts.Privileges {
+		steps = append(steps, in.readPrivileges)
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

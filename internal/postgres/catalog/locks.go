@@ -121,6 +121,10 @@ func (d *differ) statementLocks(k nodeKey, stmt postgres.Statement) []string {
 	id := k.id
 	rewrite := slices.Contains(stmt.Hazards, postgres.HazardRewritesTable)
 	var l lockSet
+	if k.step == stepGrants {
+		privilegeLockKeys(&l, id)
+		return l.keys
+	}
 	switch id.Kind {
 	case KindTable:
 		switch {

@@ -69,6 +69,18 @@ type Model struct {
 	Triggers    []Trigger
 	// Policies are the row-level security policies of the tables.
 	Policies []Policy `json:",omitempty"`
+	// Privileges are the grants on the managed objects (privileges.go),
+	// read only when privileges are managed (PrivilegesRead): otherwise
+	// the model, and its fingerprint, are what they were before ptah
+	// could manage them.
+	Privileges []ObjectPrivileges `json:",omitempty"`
+	// PrivilegesRead: Privileges were read, so that Diff plans them (it
+	// does only when both models were read with them). Owners are the
+	// owners of the objects whose privileges were read, as quote_ident
+	// prints them: ownership is not managed, and an owner's privileges
+	// are nobody's grants.
+	PrivilegesRead bool          `json:"-"`
+	Owners         map[ID]string `json:"-"`
 	// ServerVersion is the server_version_num of the server the model was
 	// read from. Definitions are PostgreSQL's own text, which differs
 	// between majors, so Diff refuses to compare models of two majors. It

@@ -34,6 +34,9 @@ type PlanRequest struct {
 	LockTimeout time.Duration
 	// Online plans keep the application writing (see DiffOptions.Online).
 	Online bool
+	// Privileges: the grants on the managed objects are read on both
+	// sides and planned (privileges.go); otherwise they are not read.
+	Privileges bool
 	// ObserveTimeout bounds how long reading the target's catalog may wait
 	// for a lock, and each of its queries (DefaultObserveTimeout when 0).
 	ObserveTimeout time.Duration
@@ -83,15 +86,16 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	}
 	// The plan is computed while the dev database is there, to check with
 	// the server what the model cannot tell (checkCasts).
+	opts := InspectOptions{Privileges: req.Privileges}
 	var planned diffResult
-	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, func(dev *pgx.Conn, desired *Model) error {
+	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, opts, func(dev *pgx.Conn, desired *Model) error {
 		renames, err := resolveRenames(directives, live, desired)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrLoad, err)
 		}
 		to := desired
 		if len(renames) > 0 {
-			if to, err = underOldNames(ctx, dev, renames, req.Schemas); err != nil {
+			if to, err = underOldNames(ctx, dev, renames, req.Schemas, opts); err != nil {
 				return err
 			}
 		}
@@ -113,7 +117,7 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 // underOldNames undoes renames in the dev database, in a transaction it
 // rolls back, and inspects it: the desired state as PostgreSQL describes
 // it under the names the target has (see renames.go).
-func underOldNames(ctx context.Context, dev *pgx.Conn, renames []Rename, schemas []string) (*Model, error) {
+func underOldNames(ctx context.Context, dev *pgx.Conn, renames []Rename, schemas []string, opts InspectOptions) (*Model, error) {
 	tx, err := dev.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -124,7 +128,7 @@ func underOldNames(ctx context.Context, dev *pgx.Conn, renames []Rename, schemas
 			return nil, fmt.Errorf("undoing the declared renames in the dev database (%s): %w", sql, err)
 		}
 	}
-	m, err := Inspect(ctx, tx.Conn(), schemas)
+	m, err := InspectWith(ctx, tx.Conn(), schemas, opts)
 	if err != nil {
 		return nil, where(err, "declared schema")
 	}
@@ -150,7 +154,7 @@ func inspectTarget(ctx context.Context, req PlanRequest) (*Model, postgres.LockC
 		return nil, postgres.LockCapacity{}, fmt.Errorf("bounding the catalog reading: %w", err)
 	}
 	w := watchWaits(ctx, req.TargetURL, conn.PgConn().PID(), req.OnWait)
-	m, err := Inspect(ctx, conn, req.Schemas)
+	m, err := InspectWith(ctx, conn, req.Schemas, InspectOptions{Privileges: req.Privileges})
 	waited := w.stop()
 	if (postgres.IsLockTimeout(err) || postgres.IsQueryCanceled(err)) && ctx.Err() == nil {
 		return nil, postgres.LockCapacity{}, &ObserveTimeoutError{Timeout: bound, Waiting: waited}
@@ -235,12 +239,12 @@ func where(err error, place string) error {
 // LoadDesired creates a temporary dev database on the server at serverURL,
 // runs the declared files in it, inspects it and drops it.
 func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string) (*Model, error) {
-	return loadDesired(ctx, serverURL, files, schemas, nil)
+	return loadDesired(ctx, serverURL, files, schemas, InspectOptions{}, nil)
 }
 
 // loadDesired is LoadDesired, calling then (when not nil) with the dev
 // database and its model before the dev database is dropped.
-func loadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string,
+func loadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string, opts InspectOptions,
 	then func(dev *pgx.Conn, desired *Model) error) (*Model, error) {
 	admin, err := postgres.Connect(ctx, serverURL)
 	if err != nil {
@@ -276,7 +280,7 @@ func loadDesired(ctx context.Context, serverURL string, files []SourceFile, sche
 	if err := checkScope(ctx, dev, schemas); err != nil {
 		return nil, err
 	}
-	m, err := Inspect(ctx, dev, schemas)
+	m, err := InspectWith(ctx, dev, schemas, opts)
 	if err != nil {
 		return nil, where(err, "declared schema")
 	}
@@ -377,6 +381,11 @@ func loadError(f SourceFile, st script.Statement, err error) error {
 		e.Message = pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
 		if pgErr.Detail != "" {
 			e.Message += "\n" + pgErr.Detail
+		}
+		if pgErr.Code == "42704" && strings.HasPrefix(pgErr.Message, "role ") {
+			// A GRANT, a policy or an owner names a role the server lacks.
+			e.Message += "\nptah does not create roles: create it on the server the declared files are loaded on " +
+				"(the target's, or --dev-url's) as on the target, then plan again"
 		}
 		if pgErr.Position > 0 {
 			e.Line, e.Column = script.Position(f.SQL, st.Start+byteOffset(st.SQL, int(pgErr.Position)))

@@ -63,6 +63,9 @@ func TestLoadErrorPointsIntoTheFile(t *testing.T) {
 		{"a syntax error", "-- header\nCREATE TABLE ok (id int);\nCREAT TABLE posts (id int);", 3, 1, `syntax error at or near "CREAT"`},
 		{"an unterminated string", "CREATE TABLE a (id int);\nCOMMENT ON TABLE a IS 'oops;\n", 2, 23, "unterminated quoted string"},
 		{"a psql meta-command", "CREATE TABLE a (id int);\n\\connect other\nCREATE TABLE b (id int);", 2, 1, `psql meta-command \connect`},
+		// Roles are not managed: PostgreSQL's error, and what to do.
+		{"a grant to a role the server lacks", "CREATE TABLE a (id int);\nGRANT SELECT ON a TO ptah_test_nobody;", 2, 1,
+			`role "ptah_test_nobody" does not exist (SQLSTATE 42704)` + "\nptah does not create roles: create it on the server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -53,9 +53,37 @@ type PtahSchemaSpec struct {
 	// Policy says when a plan may be applied.
 	// +optional
 	Policy Policy `json:"policy,omitempty"`
+	// Privileges says whether ptah manages the privileges on the managed
+	// objects (GRANT and REVOKE on schemas, tables, views, columns,
+	// sequences, functions and procedures): Managed plans them toward the
+	// declared files' grants; Ignored (the default) neither reads nor
+	// changes them. Roles are never created or dropped either way.
+	// +kubebuilder:default=Ignored
+	// +optional
+	Privileges PrivilegesMode `json:"privileges,omitempty"`
 	// Schedule is how often ptah serve looks again, and whether it may.
 	Schedule `json:",inline"`
 }
+
+// PrivilegesMode says whether ptah manages privileges (spec.privileges).
+// +kubebuilder:validation:Enum=Ignored;Managed
+type PrivilegesMode string
+
+const (
+	// PrivilegesIgnored: privileges are neither read nor planned.
+	PrivilegesIgnored PrivilegesMode = "Ignored"
+	// PrivilegesManaged: the grants on the managed objects are planned to
+	// be the declared files' (see the README).
+	PrivilegesManaged PrivilegesMode = "Managed"
+)
+
+// PrivilegesModes lists the valid modes, in the order documentation shows them.
+var PrivilegesModes = []PrivilegesMode{PrivilegesIgnored, PrivilegesManaged}
+
+// ManagesPrivileges says whether privileges are Managed. Empty is Ignored,
+// as the API server defaults it: Default leaves the field empty, so that a
+// spec written before the field existed is stored as it was.
+func (s PtahSchemaSpec) ManagesPrivileges() bool { return s.Privileges == PrivilegesManaged }
 
 // Schedule is what ptah serve reads of a resource's spec to know when to
 // look again; local mode runs when it is asked to and ignores it.

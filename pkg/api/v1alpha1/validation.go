@@ -94,6 +94,9 @@ func (s *PtahSchema) Validate() error {
 	errs.policy(s.Spec.Policy.Apply, s.Spec.Policy.LockTimeout)
 	errs.duration("spec.policy.lockAttemptTimeout", s.Spec.Policy.LockAttemptTimeout)
 	errs.duration("spec.policy.statementTimeout", s.Spec.Policy.StatementTimeout)
+	if p := s.Spec.Privileges; p != "" && !slices.Contains(PrivilegesModes, p) {
+		errs.add("spec.privileges", "%q is not one of %s", p, joinStrings(PrivilegesModes))
+	}
 	return errs.err()
 }
 

@@ -56,6 +56,10 @@ func TestValidate(t *testing.T) {
 		{"valid dotted name", func(s *PtahSchema) { s.Name = "billing.app-2" }, nil},
 		{"valid undefaulted", func(s *PtahSchema) { s.Spec.Schemas, s.Spec.Policy, s.Spec.Target.Engine = nil, Policy{}, "" }, nil},
 
+		{"privileges managed", func(s *PtahSchema) { s.Spec.Privileges = PrivilegesManaged }, nil},
+		{"privileges ignored", func(s *PtahSchema) { s.Spec.Privileges = PrivilegesIgnored }, nil},
+		{"bad privileges", func(s *PtahSchema) { s.Spec.Privileges = "managed" },
+			[]string{`spec.privileges: "managed" is not one of Ignored, Managed`}},
 		{"bad apply", func(s *PtahSchema) { s.Spec.Policy.Apply = "Sometimes" },
 			[]string{`spec.policy.apply: "Sometimes" is not one of Never, OnApproval, Always`}},
 		{"ptah schema", func(s *PtahSchema) { s.Spec.Schemas = []string{"public", "ptah"} },
