@@ -41,6 +41,8 @@ package catalog_test
 //	minversion   optional: the oldest PostgreSQL major the case runs on
 //	             (e.g. 18 for a feature 18 added); on older servers it is
 //	             skipped
+//	icu          optional marker: the case uses ICU collations, and is
+//	             skipped on a server built without ICU
 //
 // A case named noop_* must plan nothing (and its old and new schemas must
 // compare equal); any other case must plan at least one statement.
@@ -111,6 +113,7 @@ type acceptanceCase struct {
 	Destructive bool
 	MinVersion  int // the oldest server major the case runs on; 0: any
 	Offline     bool
+	ICU         bool // the case needs a server built with ICU
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -211,6 +214,8 @@ func parseCase(path string) (acceptanceCase, error) {
 			c.Destructive = true
 		case "offline":
 			c.Offline = true
+		case "icu":
+			c.ICU = true
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -647,6 +652,7 @@ type server struct {
 	major  int    // of server_version_num
 	pgDump string // a pg_dump that reads this server; "" when none does
 	lz4    bool   // the server was built with lz4 (COMPRESSION lz4)
+	icu    bool   // the server was built with ICU (it has ICU collations)
 }
 
 var (
@@ -677,6 +683,10 @@ func suiteServer(t *testing.T) *server {
 			WHERE name = 'default_toast_compression'`).Scan(&theServer.lz4); serverErr != nil {
 			return
 		}
+		if serverErr = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_collation WHERE collprovider = 'i')`).
+			Scan(&theServer.icu); serverErr != nil {
+			return
+		}
 		if os.Getenv("PTAH_TEST_PG_DUMP") != "off" {
 			theServer.pgDump = findPgDump(theServer.major)
 		}
@@ -688,8 +698,9 @@ func suiteServer(t *testing.T) *server {
 }
 
 // skipIfUnsupported skips a case the server cannot run: one for a newer
-// major (minversion), or one using lz4 compression on a server built
-// without it (the builds of other majors the tests install are).
+// major (minversion), or one using lz4 compression or ICU collations on a
+// server built without them (the builds of other majors the tests install
+// have both).
 func (srv *server) skipIfUnsupported(t *testing.T, c acceptanceCase) {
 	t.Helper()
 	if srv.major < c.MinVersion {
@@ -697,6 +708,9 @@ func (srv *server) skipIfUnsupported(t *testing.T, c acceptanceCase) {
 	}
 	if !srv.lz4 && strings.Contains(c.Setup+c.Old+c.New, "lz4") {
 		t.Skip("uses lz4 compression, which this server was built without")
+	}
+	if !srv.icu && c.ICU {
+		t.Skip("uses ICU collations (icu), which this server was built without")
 	}
 }
 
