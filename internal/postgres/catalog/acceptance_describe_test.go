@@ -96,6 +96,34 @@ FROM pg_proc p
 WHERE p.pronamespace IN (SELECT oid FROM ns)
 	AND (p.oid, 'pg_proc'::regclass::oid) NOT IN (SELECT objid, classid FROM members)
 UNION ALL
+SELECT format('aggregate %s kind=%s direct=%s sfunc=%s stype=%s sspace=%s final=%s,%s,%s combine=%s serial=%s,%s init=%s '
+		'msfunc=%s minv=%s mstype=%s msspace=%s mfinal=%s,%s,%s minit=%s sortop=%s parallel=%s',
+	a.aggfnoid::regprocedure, a.aggkind, a.aggnumdirectargs, a.aggtransfn, a.aggtranstype::regtype, a.aggtransspace,
+	a.aggfinalfn, a.aggfinalextra, a.aggfinalmodify, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.agginitval,
+	a.aggmtransfn, a.aggminvtransfn, a.aggmtranstype::regtype, a.aggmtransspace, a.aggmfinalfn, a.aggmfinalextra,
+	a.aggmfinalmodify, a.aggminitval, a.aggsortop::regoperator, p.proparallel)
+FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid
+WHERE p.pronamespace IN (SELECT oid FROM ns)
+	AND (p.oid, 'pg_proc'::regclass::oid) NOT IN (SELECT objid, classid FROM members)
+UNION ALL
+-- Every column of pg_collation but its version (the server's library's)
+-- and encoding (CREATE COLLATION ... FROM copies the source's, which
+-- pg_dump does not keep).
+SELECT format('collation %s %s', o.oid::regcollation,
+	to_jsonb(o) - 'oid' - 'collnamespace' - 'collowner' - 'collversion' - 'collencoding')
+FROM pg_collation o
+WHERE o.collnamespace IN (SELECT oid FROM ns)
+	AND (o.oid, 'pg_collation'::regclass::oid) NOT IN (SELECT objid, classid FROM members)
+UNION ALL
+SELECT format('text search configuration %s parser=%s mappings=%s', c.oid::regconfig,
+	(SELECT quote_ident(pn.nspname) || '.' || quote_ident(p.prsname) FROM pg_ts_parser p
+		JOIN pg_namespace pn ON pn.oid = p.prsnamespace WHERE p.oid = c.cfgparser),
+	ARRAY(SELECT format('%s/%s/%s', m.maptokentype, m.mapseqno, m.mapdict::regdictionary)
+		FROM pg_ts_config_map m WHERE m.mapcfg = c.oid ORDER BY m.maptokentype, m.mapseqno))
+FROM pg_ts_config c
+WHERE c.cfgnamespace IN (SELECT oid FROM ns)
+	AND (c.oid, 'pg_ts_config'::regclass::oid) NOT IN (SELECT objid, classid FROM members)
+UNION ALL
 SELECT format('trigger %I on %s definition=%s enabled=%s', g.tgname, g.tgrelid::regclass, pg_get_triggerdef(g.oid), g.tgenabled)
 FROM pg_trigger g JOIN rels c ON c.oid = g.tgrelid
 WHERE NOT g.tgisinternal AND g.tgparentid = 0

@@ -51,6 +51,8 @@ package catalog_test
 //	             of its hint; the plan must have as many hints as lines
 //	check.sql    optional: a query run on the migrated database, which
 //	             must return true (that data survived, say)
+//	icu          optional marker: the case uses ICU collations, and is
+//	             skipped on a server built without ICU
 //
 // A case named noop_* must plan nothing (and its old and new schemas must
 // compare equal); any other case must plan at least one statement.
@@ -125,6 +127,7 @@ type acceptanceCase struct {
 	Hints       []string // when set, parts of the plan's hints, one each
 	Check       string   // a query that must return true after the apply
 	Privileges  bool
+	ICU         bool // the case needs a server built with ICU
 }
 
 // loadCases reads and validates every case; a malformed case fails the test.
@@ -233,6 +236,8 @@ func parseCase(path string) (acceptanceCase, error) {
 			c.Check = data
 		case "privileges":
 			c.Privileges = true
+		case "icu":
+			c.ICU = true
 		case "minversion":
 			l := lines(data)
 			v, err := strconv.Atoi(strings.Join(l, ""))
@@ -749,6 +754,7 @@ type server struct {
 	major  int    // of server_version_num
 	pgDump string // a pg_dump that reads this server; "" when none does
 	lz4    bool   // the server was built with lz4 (COMPRESSION lz4)
+	icu    bool   // the server was built with ICU (it has ICU collations)
 }
 
 var (
@@ -779,6 +785,10 @@ func suiteServer(t *testing.T) *server {
 			WHERE name = 'default_toast_compression'`).Scan(&theServer.lz4); serverErr != nil {
 			return
 		}
+		if serverErr = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_collation WHERE collprovider = 'i')`).
+			Scan(&theServer.icu); serverErr != nil {
+			return
+		}
 		if os.Getenv("PTAH_TEST_PG_DUMP") != "off" {
 			theServer.pgDump = findPgDump(theServer.major)
 		}
@@ -790,8 +800,9 @@ func suiteServer(t *testing.T) *server {
 }
 
 // skipIfUnsupported skips a case the server cannot run: one for a newer
-// major (minversion), or one using lz4 compression on a server built
-// without it (the builds of other majors the tests install are).
+// major (minversion), or one using lz4 compression or ICU collations on a
+// server built without them (the builds of other majors the tests install
+// have both).
 func (srv *server) skipIfUnsupported(t *testing.T, c acceptanceCase) {
 	t.Helper()
 	if srv.major < c.MinVersion {
@@ -799,6 +810,9 @@ func (srv *server) skipIfUnsupported(t *testing.T, c acceptanceCase) {
 	}
 	if !srv.lz4 && strings.Contains(c.Setup+c.Old+c.New, "lz4") {
 		t.Skip("uses lz4 compression, which this server was built without")
+	}
+	if !srv.icu && c.ICU {
+		t.Skip("uses ICU collations (icu), which this server was built without")
 	}
 }
 

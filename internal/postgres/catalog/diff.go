@@ -3,6 +3,7 @@ package catalog
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,6 +57,9 @@ func diff(live, desired *Model, opts DiffOptions) (diffResult, error) {
 		return diffResult{}, err
 	}
 	if err := d.checkTypesInUse(); err != nil {
+		return diffResult{}, err
+	}
+	if err := d.checkCollationsInUse(); err != nil {
 		return diffResult{}, err
 	}
 	d.emit()
@@ -126,6 +130,8 @@ func indexModel(m *Model) objects {
 	putAll(o, m.Functions)
 	putAll(o, m.Triggers)
 	putAll(o, m.Policies)
+	putAll(o, m.Collations)
+	putAll(o, m.TSConfigs)
 	for _, t := range m.Tables {
 		for i, c := range t.Columns {
 			id := ColumnID(t.Schema, t.Name, c.Name)
@@ -171,6 +177,10 @@ type differ struct {
 	// resetDefault: columns whose default must be dropped before something
 	// it uses goes away, and set again after.
 	resetDefault map[ID]bool
+	// remapped: text search configurations whose mappings change in
+	// place: what stores their output (indexes, stored generated columns,
+	// materialized views, check constraints) is built again.
+	remapped map[ID]bool
 	// created: tables made by this plan; work on them carries no hazards.
 	created map[ID]bool
 	// online: indexes on existing tables are built and dropped
@@ -203,7 +213,7 @@ func newDiffer(live, desired *Model) *differ {
 	return &differ{
 		live: indexModel(live), desired: indexModel(desired),
 		dropped: map[ID]bool{}, replaced: map[ID]bool{}, converted: map[ID]bool{},
-		resetDefault: map[ID]bool{}, created: map[ID]bool{}, renamed: map[ID]ID{}, renamedAway: map[ID]bool{},
+		resetDefault: map[ID]bool{}, remapped: map[ID]bool{}, created: map[ID]bool{}, renamed: map[ID]ID{}, renamedAway: map[ID]bool{},
 		nodes: map[nodeKey]*node{}, alias: map[nodeKey]nodeKey{}, edges: map[nodeKey]map[nodeKey]bool{},
 	}
 }
@@ -264,6 +274,17 @@ func (d *differ) classify() {
 		case Policy:
 			if !canAlterPolicy(l, dv.(Policy)) {
 				d.dropped[id] = true
+			}
+		case Collation:
+			if !sameCollation(l, dv.(Collation)) {
+				d.dropped[id] = true
+			}
+		case TSConfig:
+			n := dv.(TSConfig)
+			if l.Parser != n.Parser {
+				d.dropped[id] = true
+			} else if !slices.EqualFunc(l.Mappings, n.Mappings, sameMapping) {
+				d.remapped[id] = true
 			}
 		case Enum:
 			if _, ok := addedLabels(l.Labels, dv.(Enum).Labels); !ok {
@@ -351,8 +372,13 @@ func sameViewColumns(a, b []ViewColumn) bool {
 // canReplaceFunction reports whether CREATE OR REPLACE can turn l into n:
 // it cannot change the result type, nor argument names or defaults, which
 // pg_get_functiondef prints on its first line.
+//
+// For an aggregate, whose first line is its signature, CREATE OR REPLACE
+// AGGREGATE cannot change its kind (normal, ordered-set, hypothetical-set)
+// either; it can change everything else but the result type, which the
+// state type or final function may set.
 func canReplaceFunction(l, n Function) bool {
-	return l.Result == n.Result && firstLine(l.Definition) == firstLine(n.Definition)
+	return l.Result == n.Result && l.Aggregate == n.Aggregate && firstLine(l.Definition) == firstLine(n.Definition)
 }
 
 func firstLine(s string) string {
@@ -427,6 +453,9 @@ func (d *differ) affects(x, y ID) bool {
 	}
 	switch {
 	case d.dropped[y]:
+		if y.Kind == KindCollation && x.Kind == KindColumn {
+			return false // refused while the column keeps it (checkCollationsInUse)
+		}
 		if x.Kind == KindColumn && !d.live.columns[x].Generated {
 			return mark(d.resetDefault, x)
 		}
@@ -435,6 +464,9 @@ func (d *differ) affects(x, y ID) bool {
 		}
 		if d.altersPolicyAway(x, y) {
 			return false // ALTER POLICY lets go of y, before y goes (connect)
+		}
+		if d.replacesAggregateAway(x, y) {
+			return false // so does CREATE OR REPLACE AGGREGATE
 		}
 		return mark(d.dropped, x)
 	case d.replaced[y]:
@@ -454,6 +486,8 @@ func (d *differ) affects(x, y ID) bool {
 			}
 		}
 		return mark(d.dropped, x)
+	case d.remapped[y]:
+		return d.affectsRemapped(x, mark)
 	case d.converted[y]:
 		// ALTER COLUMN TYPE rebuilds indexes and constraints itself; views,
 		// triggers and generated columns that read the column must go.
@@ -664,13 +698,13 @@ func kindRank(k Kind) int {
 	switch k {
 	case KindSchema:
 		return 0
-	case KindExtension:
+	case KindExtension, KindCollation:
 		return 1
 	case KindEnum, KindDomain, KindComposite:
 		return 2
 	case KindSequence:
 		return 3
-	case KindFunction, KindProcedure:
+	case KindFunction, KindProcedure, KindAggregate, KindTSConfig:
 		return 4
 	case KindTable:
 		return 5
@@ -849,7 +883,7 @@ func describe(id ID) string {
 		return "column " + qname(id.Schema, id.Name) + "." + ident(id.Sub)
 	case KindConstraint, KindTrigger, KindPolicy:
 		return string(id.Kind) + " " + ident(id.Sub) + " on " + qname(id.Schema, id.Name)
-	case KindFunction, KindProcedure:
+	case KindFunction, KindProcedure, KindAggregate:
 		return string(id.Kind) + " " + qname(id.Schema, id.Name) + "(" + id.Sub + ")"
 	}
 	return string(id.Kind) + " " + qname(id.Schema, id.Name)

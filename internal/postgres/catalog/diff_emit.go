@@ -98,6 +98,10 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.add(dropKey(id), stmt("DROP TRIGGER "+ident(o.Name)+" ON "+qname(o.Schema, o.Table)))
 	case Policy:
 		d.add(dropKey(id), stmt("DROP POLICY "+ident(o.Name)+" ON "+qname(o.Schema, o.Table)))
+	case Collation:
+		d.add(dropKey(id), stmt("DROP COLLATION "+qname(o.Schema, o.Name)))
+	case TSConfig:
+		d.add(dropKey(id), stmt("DROP TEXT SEARCH CONFIGURATION "+qname(o.Schema, o.Name)))
 	}
 }
 
@@ -107,8 +111,11 @@ func isForeignKey(obj any) bool {
 }
 
 func routineWord(f Function) string {
-	if f.Procedure {
+	switch {
+	case f.Procedure:
 		return "PROCEDURE"
+	case f.Aggregate != "":
+		return "AGGREGATE"
 	}
 	return "FUNCTION"
 }
@@ -240,6 +247,13 @@ func (d *differ) emitCreate(id ID, obj any) {
 	case Policy:
 		d.add(k, stmt(createPolicy(o)))
 		d.comment(k, policyTarget(o), "", o.Comment)
+	case Collation:
+		d.add(k, stmt(createCollation(o)))
+		d.comment(k, "COLLATION "+qname(o.Schema, o.Name), "", o.Comment)
+	case TSConfig:
+		d.add(k, stmt("CREATE TEXT SEARCH CONFIGURATION "+qname(o.Schema, o.Name)+" (PARSER = "+o.Parser+")"))
+		d.add(k, alterMappings(TSConfig{}, o)...)
+		d.comment(k, "TEXT SEARCH CONFIGURATION "+qname(o.Schema, o.Name), "", o.Comment)
 	}
 }
 
@@ -405,6 +419,13 @@ func (d *differ) emitAlter(id ID, lv, dv any) {
 			d.add(k, stmt(alter))
 		}
 		d.comment(k, policyTarget(n), l.Comment, n.Comment)
+	case Collation:
+		n := dv.(Collation)
+		d.comment(k, "COLLATION "+qname(n.Schema, n.Name), l.Comment, n.Comment)
+	case TSConfig:
+		n := dv.(TSConfig)
+		d.add(k, alterMappings(l, n)...)
+		d.comment(k, "TEXT SEARCH CONFIGURATION "+qname(n.Schema, n.Name), l.Comment, n.Comment)
 	}
 }
 

@@ -131,6 +131,8 @@ func (in *inspector) run(opts InspectOptions) error {
 		in.readUnsupported,
 		in.readSchemas,
 		in.readExtensions,
+		in.readCollations,
+		in.readTSConfigs,
 		in.readEnums,
 		in.readDomains,
 		in.readComposites,
@@ -443,7 +445,7 @@ func (in *inspector) readIndexes() error {
 func (in *inspector) readFunctions() error {
 	var oid uint32
 	var f Function
-	dest := []any{&oid, &f.Schema, &f.Name, &f.Procedure, &f.IdentityArgs, &f.Result, &f.Definition, &f.Comment}
+	dest := []any{&oid, &f.Schema, &f.Name, &f.Procedure, &f.Aggregate, &f.IdentityArgs, &f.Result, &f.Definition, &f.Comment}
 	return in.each("functions", functionsQuery, dest, func() error {
 		in.m.Functions = append(in.m.Functions, f)
 		in.objects[catalogKey{"pg_proc", oid}] = f.ID()

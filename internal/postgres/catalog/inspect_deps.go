@@ -148,6 +148,8 @@ func (in *inspector) addSchemaDeps() {
 	ids = appendIDs(ids, in.m.Functions)
 	ids = appendIDs(ids, in.m.Triggers)
 	ids = appendIDs(ids, in.m.Policies)
+	ids = appendIDs(ids, in.m.Collations)
+	ids = appendIDs(ids, in.m.TSConfigs)
 	for _, id := range ids {
 		if id.Schema != "" && managed[id.Schema] {
 			in.m.Deps = append(in.m.Deps, Dep{Object: id, RefObject: ID{Kind: KindSchema, Name: id.Schema}})
@@ -191,6 +193,8 @@ func sortModel(m *Model) {
 	slices.SortFunc(m.Functions, byID)
 	slices.SortFunc(m.Triggers, byID)
 	slices.SortFunc(m.Policies, byID)
+	slices.SortFunc(m.Collations, byID)
+	slices.SortFunc(m.TSConfigs, byID)
 	slices.SortFunc(m.Deps, func(a, b Dep) int {
 		return cmp.Or(compareIDs(a.Object, b.Object), compareIDs(a.RefObject, b.RefObject))
 	})

@@ -291,13 +291,18 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'm')
 		WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid
 			AND d.refclassid = 'pg_constraint'::regclass AND d.deptype = 'i')`
 
+// Functions, procedures and aggregates; PostgreSQL prints no definition
+// of an aggregate, which is written from pg_aggregate instead.
 var functionsQuery = `
-SELECT p.oid, n.nspname, p.proname, p.prokind = 'p', pg_get_function_identity_arguments(p.oid),
+SELECT p.oid, n.nspname, p.proname, p.prokind = 'p', CASE WHEN p.prokind = 'a' THEN ` + aggregateKind + ` ELSE '' END,
+	pg_get_function_identity_arguments(p.oid),
 	CASE WHEN p.prokind = 'p' THEN '' ELSE COALESCE(pg_get_function_result(p.oid), '') END,
-	pg_get_functiondef(p.oid), ` + commentOn("pg_proc", "p.oid", "0") + `
+	CASE WHEN p.prokind = 'a' THEN ` + aggregateDefinition + ` ELSE pg_get_functiondef(p.oid) END,
+	` + commentOn("pg_proc", "p.oid", "0") + `
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p') AND ` + notExtensionMember("pg_proc", "p.oid")
+LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid
+WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p', 'a') AND ` + notExtensionMember("pg_proc", "p.oid")
 
 // Internal triggers implement foreign keys; triggers with a parent are the
 // clones a partitioned table's trigger puts on each partition.
@@ -395,10 +400,9 @@ JOIN pg_class p ON p.oid = h.inhparent JOIN pg_namespace pn ON pn.oid = p.relnam
 WHERE (cn.nspname = ANY($1) OR pn.nspname = ANY($1)) AND NOT c.relispartition
 	AND c.relkind IN ('r', 'p', 'f') AND ` + notExtensionMember("pg_class", "c.oid") + `
 UNION ALL
-SELECT format('%s %I.%I(%s)', CASE p.prokind WHEN 'a' THEN 'aggregate' ELSE 'window function' END,
-	n.nspname, p.proname, pg_get_function_identity_arguments(p.oid))
+SELECT format('window function %I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid))
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = ANY($1) AND p.prokind IN ('a', 'w') AND ` + notExtensionMember("pg_proc", "p.oid") + `
+WHERE n.nspname = ANY($1) AND p.prokind = 'w' AND ` + notExtensionMember("pg_proc", "p.oid") + `
 UNION ALL
 SELECT format('%s %I.%I', CASE WHEN t.typtype = 'r' THEN 'range type'
 		WHEN NOT t.typisdefined THEN 'shell type' ELSE 'base type' END, n.nspname, t.typname)
@@ -406,10 +410,6 @@ FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = ANY($1) AND (t.typtype IN ('r', 'p')
 		OR (t.typtype = 'b' AND NOT EXISTS (SELECT FROM pg_type e WHERE e.oid = t.typelem AND e.typarray = t.oid)))
 	AND ` + notExtensionMember("pg_type", "t.oid") + `
-UNION ALL
-SELECT format('collation %I.%I', n.nspname, o.collname)
-FROM pg_collation o JOIN pg_namespace n ON n.oid = o.collnamespace
-WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_collation", "o.oid") + `
 UNION ALL
 SELECT format('operator %I.%s', n.nspname, o.oprname)
 FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
@@ -426,10 +426,6 @@ UNION ALL
 SELECT format('conversion %I.%I', n.nspname, o.conname)
 FROM pg_conversion o JOIN pg_namespace n ON n.oid = o.connamespace
 WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_conversion", "o.oid") + `
-UNION ALL
-SELECT format('text search configuration %I.%I', n.nspname, o.cfgname)
-FROM pg_ts_config o JOIN pg_namespace n ON n.oid = o.cfgnamespace
-WHERE n.nspname = ANY($1) AND ` + notExtensionMember("pg_ts_config", "o.oid") + `
 UNION ALL
 SELECT format('text search dictionary %I.%I', n.nspname, o.dictname)
 FROM pg_ts_dict o JOIN pg_namespace n ON n.oid = o.dictnamespace

@@ -63,13 +63,19 @@ func (l *lockList) indexes(table ID, mode postgres.LockMode) {
 
 // keptIndexes records mode on every live index of table the plan does not
 // drop (those it drops go before the table changes), as a rewrite
-// rebuilds them.
+// rebuilds them. An index replaced online is dropped only once its
+// successor is built, outside the transaction, after the rewrite: the
+// rewrite rebuilds it too.
 func (l *lockList) keptIndexes(table ID, mode postgres.LockMode) {
 	if !l.d.existing(table, l.drop) {
 		return
 	}
 	for _, ix := range l.d.live.m.Indexes {
-		if ix.Schema == table.Schema && ix.Table == table.Name && !l.d.dropped[ix.ID()] {
+		switch {
+		case ix.Schema != table.Schema || ix.Table != table.Name:
+		case l.d.replacesOnline(ix.ID()):
+			l.addKey(qname(ix.Schema, ix.Name), mode) // the live one, though the plan drops it
+		case !l.d.dropped[ix.ID()]:
 			l.add(ix.ID(), mode)
 		}
 	}

@@ -38,14 +38,17 @@ const (
 	KindProcedure  Kind = "procedure"
 	KindTrigger    Kind = "trigger"
 	KindPolicy     Kind = "policy"
+	KindAggregate  Kind = "aggregate"
+	KindCollation  Kind = "collation"
+	KindTSConfig   Kind = "text search configuration"
 )
 
 // ID identifies one object across two models. It is comparable and used as a
 // map key. Schema is empty for schemas and extensions (whose Name is the
 // object's own name). Sub is the column, constraint, trigger or policy name
 // for objects that live on a table (Name is then the table), or the identity
-// argument list of a function or procedure (as pg_get_function_identity_arguments
-// prints it).
+// argument list of a function, procedure or aggregate (as
+// pg_get_function_identity_arguments prints it).
 type ID struct {
 	Kind   Kind
 	Schema string
@@ -81,6 +84,10 @@ type Model struct {
 	// are nobody's grants.
 	PrivilegesRead bool          `json:"-"`
 	Owners         map[ID]string `json:"-"`
+	// Collations and text search configurations (aggregates are
+	// Functions).
+	Collations []Collation `json:",omitempty"`
+	TSConfigs  []TSConfig  `json:",omitempty"`
 	// ServerVersion is the server_version_num of the server the model was
 	// read from. Definitions are PostgreSQL's own text, which differs
 	// between majors, so Diff refuses to compare models of two majors. It
@@ -372,17 +379,26 @@ type ViewColumn struct {
 	Comment string
 }
 
-// Function is a function or procedure.
+// Function is a function, procedure or aggregate.
 type Function struct {
 	Schema    string
 	Name      string
 	Procedure bool
+	// Aggregate is "" for a function or procedure; for an aggregate, its
+	// kind: "normal", "ordered-set" or "hypothetical-set", which CREATE OR
+	// REPLACE AGGREGATE cannot change.
+	Aggregate string `json:",omitempty"`
 	// IdentityArgs is pg_get_function_identity_arguments: what tells overloads apart.
 	IdentityArgs string
 	// Result is pg_get_function_result ("" for a procedure): a change needs a
 	// drop, CREATE OR REPLACE cannot change it.
 	Result string
-	// Definition is pg_get_functiondef: a complete CREATE OR REPLACE statement.
+	// Definition is pg_get_functiondef: a complete CREATE OR REPLACE
+	// statement. PostgreSQL prints no definition of an aggregate: its
+	// CREATE OR REPLACE AGGREGATE statement is written from pg_aggregate
+	// by the catalog query (aggregateDefinition), every option it sets
+	// spelled out the same way, so that two texts are equal exactly when
+	// the aggregates are.
 	Definition string
 	Comment    string
 }
@@ -422,6 +438,49 @@ type Policy struct {
 	Comment string
 }
 
+// Collation is a collation (CREATE COLLATION). Its version (collversion)
+// is the server's library's, not the schema's, and is not compared.
+type Collation struct {
+	Schema string
+	Name   string
+	// Provider is "libc", "icu" or (PostgreSQL 17 on) "builtin".
+	Provider string
+	// Locale is the ICU or builtin provider's locale; LcCollate and
+	// LcCtype are the libc provider's ("" for the others).
+	Locale    string
+	LcCollate string
+	LcCtype   string
+	// Deterministic is false for a nondeterministic collation (ICU), which
+	// compares strings that differ in bytes as equal.
+	Deterministic bool
+	// Rules are an ICU collation's tailoring rules (PostgreSQL 16 on).
+	Rules   string `json:",omitempty"`
+	Comment string
+}
+
+// TSConfig is a text search configuration: its parser, and which
+// dictionaries each token type goes through. CREATE TEXT SEARCH
+// CONFIGURATION ... (COPY = ...) is read as the parser and mappings it
+// copied.
+type TSConfig struct {
+	Schema string
+	Name   string
+	// Parser is the parser's qualified name as it is spliced after
+	// PARSER =, e.g. pg_catalog."default".
+	Parser string
+	// Mappings are in the parser's token type order; token types with no
+	// mapping are not listed.
+	Mappings []TSMapping
+	Comment  string
+}
+
+// TSMapping sends a token type (by the parser's alias for it, e.g.
+// "asciiword") through dictionaries, qualified as spliced, in order.
+type TSMapping struct {
+	Token        string
+	Dictionaries []string
+}
+
 // ObjectID returns the IDs the model uses for each object; a convenience for
 // the diff and for tests.
 func (s Schema) ID() ID    { return ID{Kind: KindSchema, Name: s.Name} }
@@ -444,10 +503,15 @@ func (v View) ID() ID {
 	}
 	return ID{Kind: k, Schema: v.Schema, Name: v.Name}
 }
+func (c Collation) ID() ID { return ID{Kind: KindCollation, Schema: c.Schema, Name: c.Name} }
+func (c TSConfig) ID() ID  { return ID{Kind: KindTSConfig, Schema: c.Schema, Name: c.Name} }
 func (f Function) ID() ID {
 	k := KindFunction
-	if f.Procedure {
+	switch {
+	case f.Procedure:
 		k = KindProcedure
+	case f.Aggregate != "":
+		k = KindAggregate
 	}
 	return ID{Kind: k, Schema: f.Schema, Name: f.Name, Sub: f.IdentityArgs}
 }

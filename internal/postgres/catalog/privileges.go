@@ -82,7 +82,7 @@ func compareGrants(a, b Grant) int {
 // owner's (acldefault): EXECUTE for PUBLIC on a routine; none on the
 // other kinds ptah manages the privileges of.
 func defaultGrants(k Kind) []Grant {
-	if k == KindFunction || k == KindProcedure {
+	if k == KindFunction || k == KindProcedure || k == KindAggregate {
 		return []Grant{{Grantee: "PUBLIC", Privilege: "EXECUTE"}}
 	}
 	return nil
@@ -197,6 +197,12 @@ func privilegeTarget(o objects, id ID) string {
 	case KindFunction, KindProcedure:
 		if f, ok := o.byID[id].(Function); ok {
 			return routineWord(f) + " " + qname(f.Schema, f.Name) + "(" + f.IdentityArgs + ")"
+		}
+	case KindAggregate:
+		// GRANT names an aggregate as a function, by all its argument
+		// types: an ordered-set aggregate's direct ones, then the others.
+		if f, ok := o.byID[id].(Function); ok {
+			return "FUNCTION " + qname(f.Schema, f.Name) + "(" + strings.ReplaceAll(f.IdentityArgs, " ORDER BY ", ", ") + ")"
 		}
 	}
 	return ""
@@ -382,7 +388,7 @@ SELECT 'pg_proc', p.oid, '', quote_ident(pg_get_userbyid(p.proowner)),
 	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, a.privilege_type, a.is_grantable
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
 	aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
-WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p') AND ` + notExtensionMember("pg_proc", "p.oid")
+WHERE n.nspname = ANY($1) AND p.prokind IN ('f', 'p', 'a') AND ` + notExtensionMember("pg_proc", "p.oid")
 
 // readPrivileges reads the grants on the model's objects (see above), and
 // their owners.
@@ -421,7 +427,7 @@ func (in *inspector) readPrivileges() error {
 				return nil
 			}
 			switch id.Kind {
-			case KindSchema, KindFunction, KindProcedure:
+			case KindSchema, KindFunction, KindProcedure, KindAggregate:
 			default:
 				return nil
 			}
