@@ -93,8 +93,10 @@ func TestAnOnlinePlanStoppedMidPhaseIsObservedNotRerun(t *testing.T) {
 // transaction writing there), the indexed table is free, and an insert
 // goes through at once. An offline plan builds it in its transaction,
 // which holds the index's SHARE lock for as long as the plan runs: the
-// insert waits for the whole wait elsewhere (here, it times out).
-func TestAnOnlineIndexBuildLetsWritersThrough(t *testing.T) {
+// insert waits for the whole wait elsewhere (here, it times out). (That
+// writers go on during the build itself is
+// TestAnOnlineIndexBuildLetsWritersThrough.)
+func TestAnOnlineIndexBuildIsNotHeldByThePlansTransaction(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		online      bool

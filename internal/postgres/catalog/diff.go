@@ -205,6 +205,11 @@ type differ struct {
 	renamedAway map[ID]bool // the live IDs of renamed
 	// children: the desired partition indexes and keys attached to each.
 	children map[ID][]ID
+	// builds: the nodes building a partition's index concurrently
+	// (online_partition.go).
+	builds []nodeKey
+	// partitionedReplace: replacesPartitionedOnline's answers, by index.
+	partitionedReplace map[ID]bool
 	// liveLocks, desiredLocks: what statementLocks reads, built on first use.
 	liveLocks, desiredLocks *lockIndex
 }
@@ -254,8 +259,10 @@ func (d *differ) classify() {
 			n := dv.(Index)
 			if l.Parent != nil || n.Parent != nil {
 				d.classifyPartitionIndex(id, l, n)
-			} else if l.Definition != n.Definition || l.Invalid {
-				// An invalid index is built again, under the same definition.
+			} else if l.Definition != n.Definition || invalidRebuilt(l) {
+				// An invalid index is built again, under the same definition
+				// (a partitioned table's own, invalid, gets the partitions'
+				// indexes it lacks attached instead).
 				d.dropped[id] = true
 			}
 		case View:
@@ -782,6 +789,7 @@ func (d *differ) connect() {
 			d.before(k, dropKey(s))
 		}
 	}
+	d.connectPartitionBuilds()
 }
 
 // sort orders the nodes topologically: among the nodes whose predecessors

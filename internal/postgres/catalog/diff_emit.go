@@ -79,8 +79,9 @@ func (d *differ) emitDrop(id ID, obj any) {
 		d.add(dropKey(id), stmt(alterTable(o.Schema, o.Table)+" DROP CONSTRAINT "+ident(o.Name)))
 	case Index:
 		switch {
-		case d.replacesOnline(id):
-			// emitReplaceOnline drops it, once its successor is built.
+		case d.replacesOnline(id), d.replacesPartitionedOnline(id):
+			// emitReplaceOnline (emitPartitionedReplace) drops it, once its
+			// successor is built.
 		case d.dropsOnline(id, o):
 			d.add(dropKey(id), dropIndexOnline(o))
 		default:
@@ -219,6 +220,9 @@ func (d *differ) emitCreate(id ID, obj any) {
 		// A partitioned table's index is created ON ONLY it, as printed:
 		// each partition's is created and attached on its own.
 		switch {
+		case d.replacesPartitionedOnline(id):
+			d.emitPartitionedReplace(id, o) // online_partition.go
+			return
 		case d.replacesOnline(id):
 			d.emitReplaceOnline(k, id, o)
 		case d.buildsOnline(id, o):

@@ -150,8 +150,11 @@ func (d *differ) isRenamedAway(lid ID) bool { return d.renamedAway[lid] }
 // cannot be dropped alone).
 func (d *differ) classifyPartitionIndex(id ID, l, n Index) {
 	switch {
-	case l.Invalid:
+	case invalidRebuilt(l):
+		// An invalid index attached to its parent's (which only a failed
+		// build attached by hand leaves) goes with the whole tree.
 		d.dropped[id] = true
+		d.markAncestorsDropped(l)
 	case l.Definition == n.Definition:
 	case withoutOptions(l.Definition) == withoutOptions(n.Definition) && (l.Parent != nil || n.Parent != nil):
 		// in place (alterPartitionIndex)
@@ -216,6 +219,9 @@ func (d *differ) emitPartitionIndex(id ID, ix Index) bool {
 	if !hasParent {
 		return false
 	}
+	if d.replacedWithTree(id) {
+		return true // emitPartitionedReplace builds it
+	}
 	if d.autoCreated(id) {
 		auto := autoName(ix.Table, ix.Columns, "idx", d.liveRelationNames(ix.Schema))
 		if auto != ix.Name {
@@ -228,7 +234,11 @@ func (d *differ) emitPartitionIndex(id ID, ix Index) bool {
 		d.comment(k, "INDEX "+qname(ix.Schema, ix.Name), "", ix.Comment)
 		return true
 	}
-	d.add(k, stmt(ix.Definition, d.indexHazards(id, ix)...))
+	if d.buildsPartitionOnline(id, ix) {
+		d.emitPartitionBuild(k, id, ix) // online_partition.go
+	} else {
+		d.add(k, stmt(ix.Definition, d.indexHazards(id, ix)...))
+	}
 	d.attach(k, parent, id)
 	d.comment(k, "INDEX "+qname(ix.Schema, ix.Name), "", ix.Comment)
 	return true
@@ -287,6 +297,10 @@ func (d *differ) emitPartitionKey(id ID, c Constraint) bool {
 	t, _ := d.desired.byID[ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}].(Table)
 	if !hasParent && t.PartitionKey == "" {
 		return false
+	}
+	if hasParent && d.keysOnline(c) {
+		d.emitPartitionKeyOnline(k, parent, id, c) // online_partition.go
+		return true
 	}
 	var hazards []postgres.Hazard
 	if t.PartitionKey == "" {

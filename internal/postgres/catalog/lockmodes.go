@@ -525,6 +525,9 @@ func (d *differ) constraintLocks(l *lockList, k nodeKey, sql string) {
 		d.onPartitions(l, *ref, postgres.ShareRowExclusive)
 	case strings.HasPrefix(sql, "ALTER INDEX"):
 		d.indexLocks(l, nodeKey{id: ID{Kind: KindIndex, Schema: c.Schema, Name: c.Name}, drop: k.drop}, sql)
+		if p, ok := constraintParent(d.desired, c); ok && strings.Contains(sql, " ATTACH PARTITION ") {
+			attachLocks(l, ID{Kind: KindIndex, Schema: p.Schema, Name: p.Sub})
+		}
 	default:
 		l.add(table, alterTableMode(sql))
 		if strings.Contains(sql, " RENAME CONSTRAINT ") && (c.Type == PrimaryKey || c.Type == Unique || c.Type == Exclusion) {
@@ -564,9 +567,13 @@ func (d *differ) indexLocks(l *lockList, k nodeKey, sql string) {
 	case strings.HasPrefix(sql, "DROP INDEX"):
 		l.add(table, postgres.AccessExclusive)
 		l.add(self, postgres.AccessExclusive)
+		d.dropPartitionedIndexLocks(l, table, ix)
 	case strings.Contains(sql, " ATTACH PARTITION "):
 		// The partition's index, attached to the parent's.
 		l.add(self, postgres.AccessExclusive)
+		if p, ok := indexParent(ix); ok {
+			attachLocks(l, p)
+		}
 	case strings.HasPrefix(sql, "ALTER INDEX"):
 		// RENAME TO, SET (...), ALTER COLUMN ... SET STATISTICS.
 		l.add(self, postgres.ShareUpdateExclusive)

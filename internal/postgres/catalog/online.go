@@ -38,8 +38,8 @@ import (
 // Statement.NoTransaction, and postgres.PlanPhases gives it a phase run
 // without one. The differ takes such statements last among the ready ones
 // (nodeLess), so that a plan's transactional statements stay together.
-// Indexes and constraints of partitioned tables and of partitions are
-// changed as before, in the plan's transaction.
+// A partitioned table's indexes and keys are built so partition by
+// partition, and attached (online_partition.go).
 
 // onlineSuffix names an index built to replace another while both exist.
 const onlineSuffix = "__ptah_new"
@@ -238,7 +238,8 @@ var keyColumns = regexp.MustCompile(`^(UNIQUE|PRIMARY KEY) \(([^()]+)\)$`)
 
 // keysOnline reports whether key c, added by this plan, is built as a
 // unique index concurrently first: in an online plan, on a table that
-// holds rows and is no partition nor partitioned, when its definition is
+// holds rows and is not partitioned (and, if a partition, for a unique
+// key attached to its parent's), when its definition is
 // a plain list of columns (no INCLUDE, WITH, NULLS NOT DISTINCT, WITHOUT
 // OVERLAPS or deferral, which a btree index or USING INDEX cannot all
 // carry), and, for a primary key,
@@ -250,7 +251,12 @@ func (d *differ) keysOnline(c Constraint) bool {
 	}
 	m := keyColumns.FindStringSubmatch(c.Definition)
 	t, ok := d.desired.byID[ID{Kind: KindTable, Schema: c.Schema, Name: c.Table}].(Table)
-	if m == nil || strings.Contains(m[2], " WITHOUT OVERLAPS") || !ok || t.PartitionKey != "" || t.PartitionOf != nil {
+	// A partition's unique key attached to its parent's is built so too
+	// (emitPartitionKey); a partitioned table's own is added ONLY to it. A
+	// partition's primary key is not: from PostgreSQL 18, USING INDEX
+	// makes the partition's inherited NOT NULL constraints its own.
+	if m == nil || strings.Contains(m[2], " WITHOUT OVERLAPS") || !ok || t.PartitionKey != "" ||
+		(t.PartitionOf != nil && (c.Parent == "" || c.Type == PrimaryKey)) {
 		return false
 	}
 	if c.Type == PrimaryKey {
