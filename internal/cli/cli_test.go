@@ -319,7 +319,8 @@ func TestPlanJSON(t *testing.T) {
             "maxPreparedTransactions": 0
           },
           "destructive": true,
-          "lockTimeout": "1.5s"
+          "lockTimeout": "1.5s",
+          "hints": []
         }
       }
     }
