@@ -58,7 +58,6 @@ type PtahSchemaSpec struct {
 	// sequences, functions and procedures): Managed plans them toward the
 	// declared files' grants; Ignored (the default) neither reads nor
 	// changes them. Roles are never created or dropped either way.
-	// +kubebuilder:default=Ignored
 	// +optional
 	Privileges PrivilegesMode `json:"privileges,omitempty"`
 	// Schedule is how often ptah serve looks again, and whether it may.
