@@ -108,20 +108,21 @@ func (d *differ) replacesOnline(id ID) bool {
 		return false
 	}
 	for _, dep := range d.live.deps {
-		if dep.Object != id {
-			continue
-		}
-		ref := dep.RefObject
-		if d.dropped[ref] || d.converted[ref] || d.replaced[ref] {
+		if dep.Object == id && !d.stays(dep.RefObject) {
 			return false
-		}
-		if ref.Kind == KindColumn {
-			if t := (ID{Kind: KindTable, Schema: ref.Schema, Name: ref.Name}); d.dropped[t] {
-				return false
-			}
 		}
 	}
 	return true
+}
+
+// stays reports whether live object ref, which an index replaced online
+// depends on, outlasts the plan unchanged: neither dropped, converted nor
+// replaced, nor a column of a dropped table.
+func (d *differ) stays(ref ID) bool {
+	if d.dropped[ref] || d.converted[ref] || d.replaced[ref] {
+		return false
+	}
+	return ref.Kind != KindColumn || !d.dropped[ID{Kind: KindTable, Schema: ref.Schema, Name: ref.Name}]
 }
 
 // createIndexOnline is the statement that builds ix concurrently under the

@@ -214,17 +214,8 @@ func (d *differ) canReplacePartitionedOnline(id ID) bool {
 		if !live[dep.Object] {
 			continue
 		}
-		ref := dep.RefObject
-		if live[ref] {
-			continue
-		}
-		if d.dropped[ref] || d.converted[ref] || d.replaced[ref] {
+		if ref := dep.RefObject; !live[ref] && !d.stays(ref) {
 			return false
-		}
-		if ref.Kind == KindColumn {
-			if t := (ID{Kind: KindTable, Schema: ref.Schema, Name: ref.Name}); d.dropped[t] {
-				return false
-			}
 		}
 	}
 	return true
