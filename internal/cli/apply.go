@@ -15,6 +15,7 @@ import (
 
 	"github.com/ptah-run/ptah/internal/config"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/runner"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -29,6 +30,8 @@ type applyOptions struct {
 	Timeout time.Duration
 	// ObserveTimeout bounds the catalog reading's waits for locks.
 	ObserveTimeout time.Duration
+	// Cache keeps the desired state the declared files load to (nil: none).
+	Cache catalog.DesiredCache
 }
 
 const applyLong = `Run each resource's pass until it settles: observe the database (a
@@ -106,6 +109,7 @@ func (a *app) newApplyCmd() *cobra.Command {
 	f.String("dev-url", "", "a server (any database on it) where the temporary dev database is created; default: the target's server")
 	f.Duration("timeout", 30*time.Minute, "the run's execution deadline: the server stops the writer's session then, and the plan rolls back")
 	addObserveTimeout(f)
+	addCacheDir(f)
 	return cmd
 }
 
@@ -123,6 +127,7 @@ func (a *app) applyOptions(args []string) (applyOptions, error) {
 	if o.ObserveTimeout, err = observeTimeout(s); err != nil {
 		return o, err
 	}
+	o.Cache = desiredCache(s)
 	if err := validateCommon(s, o.File, o.Output, statusOutputs, o.Names, o.DevURL); err != nil {
 		return o, err
 	}
@@ -150,7 +155,7 @@ func (a *app) runApply(ctx context.Context, o applyOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, RunTimeout: o.Timeout, ObserveTimeout: o.ObserveTimeout})
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, RunTimeout: o.Timeout, ObserveTimeout: o.ObserveTimeout, Cache: o.Cache})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,8 @@ type planOptions struct {
 	DevURL           string
 	NoPublish        bool
 	ObserveTimeout   time.Duration
+	// Cache keeps the desired state the declared files load to (nil: none).
+	Cache catalog.DesiredCache
 	// Baseline asks, for the one PtahMigration named, for a baseline plan
 	// up to this version.
 	Baseline string
@@ -168,6 +172,7 @@ func (a *app) newPlanCmd() *cobra.Command {
 	f.String("baseline", "", "adopt an existing database: plan to record the named PtahMigration's versions up to `VERSION` as already applied "+
 		"(its history must be empty, and the target must match what those files build)")
 	addObserveTimeout(f)
+	addCacheDir(f)
 	return cmd
 }
 
@@ -191,6 +196,7 @@ func (a *app) planOptions(args []string) (planOptions, error) {
 	if o.ObserveTimeout, err = observeTimeout(s); err != nil {
 		return o, err
 	}
+	o.Cache = desiredCache(s)
 	a.secrets.addURL(o.DevURL)
 	return o, o.validate(s)
 }
@@ -364,7 +370,7 @@ func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) (
 			results[i] = planResult{Resource: r, Migration: mp}
 			continue
 		}
-		p, err := a.planSchema(ctx, a.planRequest(in, o.DevURL, o.ObserveTimeout))
+		p, err := a.planSchema(ctx, a.planRequest(in, o))
 		if err != nil {
 			return nil, fmt.Errorf("planning %s: %w", r.Ref(), err)
 		}
@@ -378,7 +384,7 @@ func (a *app) computePlans(ctx context.Context, sel *selection, o planOptions) (
 
 // publishPlans runs each resource's pass as far as publishing its plan.
 func (a *app) publishPlans(ctx context.Context, sel *selection, o planOptions) ([]planResult, error) {
-	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, ObserveTimeout: o.ObserveTimeout})
+	t, err := a.openTargets(ctx, sel, runnerOptions{DevURL: o.DevURL, ObserveTimeout: o.ObserveTimeout, Cache: o.Cache})
 	if err != nil {
 		return nil, err
 	}
@@ -424,10 +430,41 @@ func publishedResult(r *config.Resource, in runner.Resource, out runner.Result) 
 	return res
 }
 
-func (a *app) planRequest(in runner.Resource, devURL string, observeTimeout time.Duration) catalog.PlanRequest {
-	req := runner.SchemaPlanRequest(in, devURL, observeTimeout)
+func (a *app) planRequest(in runner.Resource, o planOptions) catalog.PlanRequest {
+	req := runner.SchemaPlanRequest(in, o.DevURL, o.ObserveTimeout)
 	req.OnWait = a.onWait(in.Schema.Name)
+	req.Cache = o.Cache
+	req.OnCacheError = a.onCacheError
 	return req
+}
+
+// addCacheDir is the flag plan and apply share.
+func addCacheDir(f *pflag.FlagSet) {
+	f.String("cache-dir", "", "where the desired state the declared files load to is kept between plans, so an unchanged "+
+		"declaration is not loaded into a dev database again (default: ptah/ in the user's cache directory; \"off\": no cache)")
+}
+
+// desiredCache is the cache --cache-dir names; none when it is "off", or
+// when it is unset and the user has no cache directory.
+func desiredCache(s *settings) catalog.DesiredCache {
+	dir := s.String("cache-dir")
+	switch dir {
+	case "off":
+		return nil
+	case "":
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil
+		}
+		dir = filepath.Join(base, "ptah")
+	}
+	return catalog.DirCache{Dir: dir}
+}
+
+// onCacheError warns that the desired-state cache could not be used: the
+// plan is made without it, as correct and slower.
+func (a *app) onCacheError(err error) {
+	fmt.Fprintf(a.stderr, "Warning: the desired-state cache (--cache-dir) could not be used, the declared files were loaded instead: %v\n", a.secrets.redact(err.Error()))
 }
 
 // addObserveTimeout is the flag plan and apply share.

@@ -81,6 +81,9 @@ func TestScripts(t *testing.T) {
 			}
 			env.Setenv("DATABASE_URL", dbURL)
 			env.Setenv("DATABASE_NAME", strings.TrimPrefix(u.Path, "/"))
+			// Each script keeps its own desired-state cache (--cache-dir's
+			// default is under the user's cache directory).
+			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
 			// psql ships beside initdb; Debian does not always link it onto PATH.
 			if dir, err := pgserver.FindBinDir(); err == nil {
 				env.Setenv("PATH", env.Getenv("PATH")+string(os.PathListSeparator)+dir)

@@ -165,6 +165,8 @@ type runnerOptions struct {
 	DevURL         string
 	RunTimeout     time.Duration
 	ObserveTimeout time.Duration
+	// Cache keeps the desired state the declared files load to (nil: none).
+	Cache catalog.DesiredCache
 	// ReadOnly opens the stores without creating anything (status,
 	// completion): a database where ptah recorded nothing gets an empty
 	// store, which records nothing either.
@@ -191,7 +193,8 @@ func (a *app) openTargets(ctx context.Context, sel *selection, o runnerOptions) 
 			return nil, fmt.Errorf("%w: opening schema ptah in the target of %s: %w", errState, sel.resources[i].Ref(), err)
 		}
 		r := &runner.Runner{Store: st, Target: conn, DevURL: o.DevURL, Version: versionString(),
-			NewID: newID, RunTimeout: o.RunTimeout, ObserveTimeout: o.ObserveTimeout, OnWait: a.onWait}
+			NewID: newID, RunTimeout: o.RunTimeout, ObserveTimeout: o.ObserveTimeout, OnWait: a.onWait,
+			Cache: o.Cache, OnCacheError: a.onCacheError}
 		t.byURL[in.TargetURL] = r
 	}
 	return t, nil

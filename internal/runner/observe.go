@@ -164,6 +164,7 @@ func (r *Runner) observe(ctx context.Context, res Resource, identity string) (*e
 	if r.OnWait != nil {
 		req.OnWait = r.OnWait(res.Schema.Name)
 	}
+	req.Cache, req.OnCacheError = r.Cache, r.OnCacheError
 	obs, err := catalog.Observe(ctx, req)
 	if err != nil {
 		return nil, err

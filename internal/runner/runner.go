@@ -18,6 +18,7 @@ import (
 	"github.com/ptah-run/ptah/internal/failpoint"
 	"github.com/ptah-run/ptah/internal/fingerprint"
 	"github.com/ptah-run/ptah/internal/postgres"
+	"github.com/ptah-run/ptah/internal/postgres/catalog"
 	"github.com/ptah-run/ptah/internal/store"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
@@ -60,6 +61,11 @@ type Runner struct {
 	// OnWait, when set, gives the function that hears what reading a
 	// resource's catalog waits for (catalog.PlanRequest.OnWait).
 	OnWait func(resource string) func(waiting string)
+	// Cache, when set, keeps the desired state the declared files load to
+	// (catalog.PlanRequest.Cache); OnCacheError hears why it could not be
+	// used, when it could not.
+	Cache        catalog.DesiredCache
+	OnCacheError func(error)
 	// Progress, when set, hears of each statement of a plan as it starts
 	// and once it has run.
 	Progress postgres.ProgressFunc

@@ -156,6 +156,7 @@ func (in *inspector) run(opts InspectOptions) error {
 		}
 	}
 	sortModel(in.m)
+	canonicalize(in.m)
 	return nil
 }
 

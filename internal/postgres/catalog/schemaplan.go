@@ -40,6 +40,13 @@ type PlanRequest struct {
 	// ObserveTimeout bounds how long reading the target's catalog may wait
 	// for a lock, and each of its queries (DefaultObserveTimeout when 0).
 	ObserveTimeout time.Duration
+	// Cache, when set, keeps the desired state the files load to, and
+	// answers from it while nothing it depends on has changed
+	// (desiredcache.go).
+	Cache DesiredCache
+	// OnCacheError, when set, hears why the cache could not be read or
+	// written, when it could not: the plan is made without it.
+	OnCacheError func(error)
 	// OnWait, when set, hears (from another goroutine) what the reading of
 	// the target's catalog waits for, once it has waited a second, and
 	// again whenever that changes.
@@ -64,7 +71,18 @@ func PlanSchema(ctx context.Context, req PlanRequest) (*postgres.Plan, error) {
 type Observation struct {
 	Live, Desired *Model
 	Plan          *postgres.Plan
+	// DesiredFrom says where Desired came from: the files loaded into a
+	// dev database, or the desired-state cache.
+	DesiredFrom DesiredSource
 }
+
+// DesiredSource is where an observation's desired state came from.
+type DesiredSource string
+
+const (
+	DesiredLoaded DesiredSource = "dev database"
+	DesiredCached DesiredSource = "cache"
+)
 
 // Observe is PlanSchema keeping the models, which callers fingerprint.
 //
@@ -84,34 +102,98 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The plan is computed while the dev database is there, to check with
-	// the server what the model cannot tell (checkCasts).
-	opts := InspectOptions{Privileges: req.Privileges}
-	var planned diffResult
-	desired, err := loadDesired(ctx, devServer, req.Files, req.Schemas, opts, func(dev *pgx.Conn, desired *Model) error {
-		renames, err := resolveRenames(directives, live, desired)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrLoad, err)
-		}
-		to := desired
-		if len(renames) > 0 {
-			if to, err = underOldNames(ctx, dev, renames, req.Schemas, opts); err != nil {
-				return err
-			}
-		}
-		planned, err = diff(live, to, DiffOptions{Online: req.Online, Renames: renames})
-		if err != nil {
-			return err
-		}
-		return checkCasts(ctx, dev, planned.casts)
-	})
+	admin, err := postgres.Connect(ctx, devServer)
 	if err != nil {
 		return nil, err
+	}
+	defer admin.Close(context.Background())
+	opts := InspectOptions{Privileges: req.Privileges}
+	var (
+		planned  diffResult
+		desired  *Model
+		key      string
+		from     = DesiredLoaded
+		cacheErr error
+	)
+	if req.Cache != nil {
+		parts, err := readKeyParts(ctx, admin)
+		if err != nil {
+			return nil, err
+		}
+		key = desiredKey(parts, req)
+		if desired, planned, cacheErr = fromCache(ctx, req, key, directives, live); desired != nil {
+			from = DesiredCached
+		}
+	}
+	if desired == nil {
+		// The plan is computed while the dev database is there, to check
+		// with the server what the model cannot tell (checkCasts).
+		desired, err = loadDesired(ctx, admin, req.Files, req.Schemas, opts, func(dev *pgx.Conn, desired *Model) error {
+			renames, err := resolveRenames(directives, live, desired)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrLoad, err)
+			}
+			to := desired
+			if len(renames) > 0 {
+				if to, err = underOldNames(ctx, dev, renames, req.Schemas, opts); err != nil {
+					return err
+				}
+			}
+			planned, err = diff(live, to, DiffOptions{Online: req.Online, Renames: renames})
+			if err != nil {
+				return err
+			}
+			return checkCasts(ctx, dev, planned.casts)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if req.Cache != nil && cacheErr == nil {
+			cacheErr = storeDesired(ctx, req.Cache, key, desired)
+		}
 	}
 	stmts := planned.stmts
 	plan := &postgres.Plan{Statements: stmts, Phases: postgres.PlanPhases(stmts, capacity.Budget()), LockCapacity: capacity, LocksKnown: true,
 		Destructive: postgres.Destructive(stmts), LockTimeout: req.LockTimeout, Hints: planned.hints}
-	return &Observation{Live: live, Desired: desired, Plan: plan}, nil
+	if cacheErr != nil && req.OnCacheError != nil {
+		req.OnCacheError(cacheErr)
+	}
+	return &Observation{Live: live, Desired: desired, Plan: plan, DesiredFrom: from}, nil
+}
+
+// fromCache answers req from the desired-state cache: the model stored
+// under key and the plan to it, or a nil model when the cache has no
+// entry or the plan needs the dev database (a declared rename to look up,
+// a cast to try). A cache that cannot be read is a miss, and its error is
+// returned to be reported.
+func fromCache(ctx context.Context, req PlanRequest, key string, directives []renameDirective, live *Model) (*Model, diffResult, error) {
+	data, err := req.Cache.Get(ctx, key)
+	if err != nil || data == nil {
+		return nil, diffResult{}, err
+	}
+	desired := decodeDesired(key, data)
+	if desired == nil {
+		return nil, diffResult{}, nil
+	}
+	renames, err := resolveRenames(directives, live, desired)
+	if err != nil || len(renames) > 0 {
+		// Errors are the load's to report, with the dev database.
+		return nil, diffResult{}, nil
+	}
+	planned, err := diff(live, desired, DiffOptions{Online: req.Online})
+	if err != nil || len(planned.casts) > 0 {
+		return nil, diffResult{}, nil
+	}
+	return desired, planned, nil
+}
+
+// storeDesired writes the model the files loaded to under key.
+func storeDesired(ctx context.Context, cache DesiredCache, key string, desired *Model) error {
+	data, err := encodeDesired(key, desired)
+	if err != nil {
+		return err
+	}
+	return cache.Put(ctx, key, data)
 }
 
 // underOldNames undoes renames in the dev database, in a transaction it
@@ -239,18 +321,18 @@ func where(err error, place string) error {
 // LoadDesired creates a temporary dev database on the server at serverURL,
 // runs the declared files in it, inspects it and drops it.
 func LoadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string) (*Model, error) {
-	return loadDesired(ctx, serverURL, files, schemas, InspectOptions{}, nil)
-}
-
-// loadDesired is LoadDesired, calling then (when not nil) with the dev
-// database and its model before the dev database is dropped.
-func loadDesired(ctx context.Context, serverURL string, files []SourceFile, schemas []string, opts InspectOptions,
-	then func(dev *pgx.Conn, desired *Model) error) (*Model, error) {
 	admin, err := postgres.Connect(ctx, serverURL)
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
+	return loadDesired(ctx, admin, files, schemas, InspectOptions{}, nil)
+}
+
+// loadDesired is LoadDesired on the server admin is connected to, calling then (when not nil) with the dev
+// database and its model before the dev database is dropped.
+func loadDesired(ctx context.Context, admin *pgx.Conn, files []SourceFile, schemas []string, opts InspectOptions,
+	then func(dev *pgx.Conn, desired *Model) error) (*Model, error) {
 	name := "ptah_dev_" + randomHex(6)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
 		return nil, devDatabaseError(admin.Config().User, err)
