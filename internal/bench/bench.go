@@ -34,6 +34,8 @@ type Env struct {
 	Tables []int
 	// Log hears progress, for the person waiting.
 	Log io.Writer
+
+	schemas map[int]*Schema // built on first use (Env.Schema)
 }
 
 // Logf reports progress.
@@ -199,7 +201,8 @@ var sections = []struct {
 	name string
 	fn   SectionFunc
 }{
-	// {"catalog", Catalog}, {"plans", Plans}, {"migrations", Migrations}, ...
+	{"catalog", Catalog},
+	{"plans", Plans},
 }
 
 // SectionNames lists the sections in report order.

@@ -26,6 +26,9 @@ type Shape struct {
 	ViewEvery, FunctionEvery int
 	// TablesPerFile splits the tables over files (default 500).
 	TablesPerFile int
+	// ExtraColumnEvery gives every n-th table (from the first) a tenth
+	// column, "extra integer": the same schema, changed in 1 table of n.
+	ExtraColumnEvery int
 }
 
 // Default is the shape of the scale tests: n tables, a view for every
@@ -51,7 +54,7 @@ func (s Shape) Files() []File {
 		var b strings.Builder
 		fmt.Fprintf(&b, "-- Tables %d to %d.\n", from, min(from+per, s.Tables)-1)
 		for i := from; i < min(from+per, s.Tables); i++ {
-			writeTable(&b, i)
+			writeTable(&b, i, s.ExtraColumnEvery > 0 && i%s.ExtraColumnEvery == 0)
 		}
 		files = append(files, File{Name: fmt.Sprintf("%04d_tables.sql", len(files)+1), SQL: b.String()})
 	}
@@ -92,8 +95,12 @@ func (s Shape) WriteDir(dir string) error {
 // Table names table i.
 func Table(i int) string { return fmt.Sprintf("t%05d", i) }
 
-func writeTable(b *strings.Builder, i int) {
+func writeTable(b *strings.Builder, i int, extra bool) {
 	t, parent := Table(i), Table(max(i-1, 0))
+	note := "note text,"
+	if extra {
+		note += "\n    extra integer,"
+	}
 	fmt.Fprintf(b, `
 CREATE TABLE %[1]s (
     id bigint NOT NULL,
@@ -104,14 +111,14 @@ CREATE TABLE %[1]s (
     active boolean NOT NULL DEFAULT true,
     created_at timestamptz NOT NULL DEFAULT now(),
     payload jsonb,
-    note text,
+    %[3]s
     CONSTRAINT %[1]s_pkey PRIMARY KEY (id),
     CONSTRAINT %[1]s_parent_fkey FOREIGN KEY (parent_id) REFERENCES %[2]s (id)
 );
 CREATE INDEX %[1]s_parent_idx ON %[1]s (parent_id);
 CREATE INDEX %[1]s_name_created_idx ON %[1]s (name, created_at DESC) WHERE active;
 CREATE UNIQUE INDEX %[1]s_email_key ON %[1]s (lower(email));
-`, t, parent)
+`, t, parent, note)
 }
 
 func writeView(b *strings.Builder, i int) {

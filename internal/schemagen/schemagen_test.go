@@ -27,6 +27,15 @@ func TestFiles(t *testing.T) {
 	if statements != 5*4+3+3 {
 		t.Errorf("%d statements, want 26", statements)
 	}
+	shape := Default(250)
+	shape.ExtraColumnEvery = 100
+	changed := shape.SQL()
+	if n := strings.Count(changed, "extra integer"); n != 3 {
+		t.Errorf("%d tables of 250 have the extra column; want 3 (every 100th from the first)", n)
+	}
+	if Default(250).SQL() != strings.ReplaceAll(changed, "\n    extra integer,", "") {
+		t.Error("the changed schema is more than the default one with the extra columns")
+	}
 	all := Default(40).SQL()
 	for _, want := range []string{"BEGIN ATOMIC", "LANGUAGE plpgsql", "REFERENCES t00038 (id)", "CREATE VIEW t00030_with_parent"} {
 		if !strings.Contains(all, want) {

@@ -471,7 +471,7 @@ func TestInspect(t *testing.T) {
 				equal(t, "cluster on", tb.ClusterOn, "t_pkey")
 				// Spelled-out defaults (plain) are no settings.
 				equal(t, "column settings", tb.ColumnSettings, []ColumnSettings{
-					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "pglz", Statistics: -1, Options: []string{}},
+					{Column: "body", Storage: "MAIN", DefaultStorage: "EXTENDED", Compression: "pglz", Statistics: -1},
 					{Column: "n", DefaultStorage: "PLAIN", Statistics: 0, Options: []string{"n_distinct=5"}},
 				})
 				f := find(t, m.Tables, tableID("f"))
@@ -487,7 +487,7 @@ func TestInspect(t *testing.T) {
 				equal(t, "trigger states", states, []string{"a=", "b=DISABLE", "c=ENABLE REPLICA", "d=ENABLE ALWAYS"})
 				mv := find(t, m.Views, ID{Kind: KindMatView, Schema: "public", Name: "mv"})
 				equal(t, "matview", []any{mv.WithNoData, mv.ClusterOn, mv.ColumnSettings}, []any{true, "mv_id", []ColumnSettings{
-					{Column: "plain", Storage: "EXTERNAL", DefaultStorage: "EXTENDED", Statistics: -1, Options: []string{}}}})
+					{Column: "plain", Storage: "EXTERNAL", DefaultStorage: "EXTENDED", Statistics: -1}}})
 				equal(t, "attribute comment", m.Composites[0].Attributes[1].Comment, "the value")
 				equal(t, "domain constraint comment", m.Domains[0].Constraints[0].Comment, "positive")
 			}},
