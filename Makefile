@@ -10,6 +10,11 @@ LDFLAGS := -X github.com/ptah-run/ptah/internal/cli.version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 # The scale benchmark plans, applies and plans again 10,000 tables.
 BENCH_TIMEOUT ?= 90m
+# The driver's schema sizes and runs per figure (hack/bench; the table it
+# prints is the one docs/performance.md keeps).
+BENCH_TABLES  ?= 1000,10000
+BENCH_RUNS    ?= 5
+BENCH_FLAGS   ?=
 STATICCHECK  ?= v0.8.2
 
 # The server binaries of every supported major, from the npm registry's
@@ -90,8 +95,12 @@ lint:
 demo:
 	$(GO) run ./examples/demo
 
-bench:
+# The Go benchmarks (per package, in-process), then the driver: whole ptah
+# processes on a throwaway durable server, beside pg_dump, psql and the
+# other migration tools, in one table of medians and ratios.
+bench: build
 	$(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./hack/bench -ptah bin/ptah -tables $(BENCH_TABLES) -runs $(BENCH_RUNS) $(BENCH_FLAGS)
 
 # Idempotent: a major whose pinned release is installed is left alone. The
 # package's postinstall step (restoring the libraries' symlinks) is run

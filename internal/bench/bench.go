@@ -203,6 +203,7 @@ var sections = []struct {
 }{
 	{"catalog", Catalog},
 	{"plans", Plans},
+	{"applies", Applies},
 }
 
 // SectionNames lists the sections in report order.
