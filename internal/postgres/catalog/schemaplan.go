@@ -90,44 +90,69 @@ const (
 // postgres.PlanPhases), each within the lock budget of the target server,
 // whose lock settings are read with its catalog.
 func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
-	live, capacity, err := inspectTarget(ctx, req)
-	if err != nil {
-		return nil, err
+	// The target's catalog is read while the declared side is prepared:
+	// the one waits on the target's server, the other on the dev server
+	// and the cache.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type reading struct {
+		live     *Model
+		capacity postgres.LockCapacity
+		err      error
 	}
+	target := make(chan reading, 1)
+	go func() {
+		live, capacity, err := inspectTarget(ctx, req)
+		target <- reading{live, capacity, err}
+	}()
 	devServer := req.DevURL
 	if devServer == "" {
 		devServer = req.TargetURL
 	}
-	directives, err := readRenames(req.Files)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := postgres.Connect(ctx, devServer)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close(context.Background())
-	opts := InspectOptions{Privileges: req.Privileges}
 	var (
 		planned  diffResult
 		desired  *Model
 		key      string
 		from     = DesiredLoaded
 		cacheErr error
+		admin    *pgx.Conn
 	)
-	if req.Cache != nil {
-		parts, err := readKeyParts(ctx, admin)
-		if err != nil {
-			return nil, err
+	directives, prepErr := readRenames(req.Files)
+	if prepErr == nil {
+		admin, prepErr = postgres.Connect(ctx, devServer)
+	}
+	if admin != nil {
+		defer admin.Close(context.Background())
+	}
+	if prepErr == nil && req.Cache != nil {
+		var parts keyParts
+		if parts, prepErr = readKeyParts(ctx, admin); prepErr == nil {
+			key = desiredKey(parts, req)
+			desired, cacheErr = fetchCached(ctx, req.Cache, key)
 		}
-		key = desiredKey(parts, req)
-		if desired, planned, cacheErr = fromCache(ctx, req, key, directives, live); desired != nil {
+	}
+	// The target's errors come first, as when the two were read in turn.
+	r := <-target
+	if r.err != nil {
+		return nil, r.err
+	}
+	if prepErr != nil {
+		return nil, prepErr
+	}
+	live, capacity := r.live, r.capacity
+	opts := InspectOptions{Privileges: req.Privileges}
+	if desired != nil {
+		var ok bool
+		if planned, ok = answerFromCache(req, desired, directives, live); ok {
 			from = DesiredCached
+		} else {
+			desired = nil
 		}
 	}
 	if desired == nil {
 		// The plan is computed while the dev database is there, to check
 		// with the server what the model cannot tell (checkCasts).
+		var err error
 		desired, err = loadDesired(ctx, admin, req.Files, req.Schemas, opts, func(dev *pgx.Conn, desired *Model) error {
 			renames, err := resolveRenames(directives, live, desired)
 			if err != nil {
@@ -161,30 +186,32 @@ func Observe(ctx context.Context, req PlanRequest) (*Observation, error) {
 	return &Observation{Live: live, Desired: desired, Plan: plan, DesiredFrom: from}, nil
 }
 
-// fromCache answers req from the desired-state cache: the model stored
-// under key and the plan to it, or a nil model when the cache has no
-// entry or the plan needs the dev database (a declared rename to look up,
-// a cast to try). A cache that cannot be read is a miss, and its error is
+// fetchCached reads the model stored under key in the desired-state
+// cache: nil when there is none, or the entry cannot be read as one (a
+// miss). A cache that cannot be read is a miss too, and its error is
 // returned to be reported.
-func fromCache(ctx context.Context, req PlanRequest, key string, directives []renameDirective, live *Model) (*Model, diffResult, error) {
-	data, err := req.Cache.Get(ctx, key)
+func fetchCached(ctx context.Context, cache DesiredCache, key string) (*Model, error) {
+	data, err := cache.Get(ctx, key)
 	if err != nil || data == nil {
-		return nil, diffResult{}, err
+		return nil, err
 	}
-	desired := decodeDesired(key, data)
-	if desired == nil {
-		return nil, diffResult{}, nil
-	}
+	return decodeDesired(key, data), nil
+}
+
+// answerFromCache plans from live to a cached desired model, unless the
+// plan needs the dev database: a declared rename to look up, a cast to
+// try (then ok is false, and the files are loaded).
+func answerFromCache(req PlanRequest, desired *Model, directives []renameDirective, live *Model) (diffResult, bool) {
 	renames, err := resolveRenames(directives, live, desired)
 	if err != nil || len(renames) > 0 {
 		// Errors are the load's to report, with the dev database.
-		return nil, diffResult{}, nil
+		return diffResult{}, false
 	}
 	planned, err := diff(live, desired, DiffOptions{Online: req.Online})
 	if err != nil || len(planned.casts) > 0 {
-		return nil, diffResult{}, nil
+		return diffResult{}, false
 	}
-	return desired, planned, nil
+	return planned, true
 }
 
 // storeDesired writes the model the files loaded to under key.
