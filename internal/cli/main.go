@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -27,7 +28,41 @@ func Main() int {
 	// up (e.g. drop the dev database) before ptah exits.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer profile()()
 	return Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// profile writes a CPU profile of the whole process to the file
+// PTAH_CPUPROFILE names, and a heap profile at the end to the file
+// PTAH_MEMPROFILE names (go tool pprof reads both): for a person finding
+// out where a slow plan spends its time. It returns what ends them.
+func profile() (end func()) {
+	cpu, mem := os.Getenv("PTAH_CPUPROFILE"), os.Getenv("PTAH_MEMPROFILE")
+	var f *os.File
+	if cpu != "" {
+		var err error
+		if f, err = os.Create(cpu); err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				f = nil
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "Warning: PTAH_CPUPROFILE: %v\n", err)
+		}
+	}
+	return func() {
+		if f != nil {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		if mem != "" {
+			if m, err := os.Create(mem); err == nil {
+				_ = pprof.WriteHeapProfile(m)
+				m.Close()
+			}
+		}
+	}
 }
 
 // Run runs ptah with args and returns the exit code. Environment variables

@@ -116,7 +116,17 @@ type objects struct {
 }
 
 func indexModel(m *Model) objects {
-	o := objects{m: m, byID: map[ID]any{}, columns: map[ID]Column{}, pos: map[ID]int{}}
+	// Sized up front: for a schema of thousands of tables, growing the
+	// maps and the dependency list step by step cost more than the diff.
+	columns := 0
+	for _, t := range m.Tables {
+		columns += len(t.Columns)
+	}
+	objectCount := len(m.Schemas) + len(m.Extensions) + len(m.Enums) + len(m.Domains) + len(m.Composites) +
+		len(m.Sequences) + len(m.Tables) + len(m.Constraints) + len(m.Indexes) + len(m.Views) + len(m.Functions) +
+		len(m.Triggers) + len(m.Policies) + len(m.Collations) + len(m.TSConfigs)
+	o := objects{m: m, byID: make(map[ID]any, objectCount+columns), columns: make(map[ID]Column, columns),
+		pos: make(map[ID]int, columns), deps: make([]Dep, 0, len(m.Deps))}
 	putAll(o, m.Schemas)
 	putAll(o, m.Extensions)
 	putAll(o, m.Enums)
