@@ -71,7 +71,13 @@ For a PtahSchema, plan never changes the managed schemas. It inspects the
 target's catalog, loads the declared SQL files (spec.source.path, *.sql in
 lexical order) into a temporary dev database created on the target's
 server (or on the server --dev-url names) and dropped afterwards, inspects
-that the same way, and compares the two within spec.schemas.
+that the same way, and compares the two within spec.schemas. What the dev
+database made of the files is kept in --cache-dir (default ptah/ in the
+user's cache directory; "off": nothing kept): a later plan whose files, dev
+server and ptah are unchanged reads it instead of loading the files again.
+Its key covers everything the result could depend on, so a change to any
+of them loads the files again; a rename directive or a type change always
+loads them.
 
 Publishing records the plan in the target's ptah schema as an immutable
 object with a UID and a fingerprint over its statements and every input it
