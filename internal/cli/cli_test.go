@@ -343,6 +343,8 @@ func TestPlanSQL(t *testing.T) {
 
 func TestPlanRequest(t *testing.T) {
 	workspace(t)
+	cache := t.TempDir()
+	t.Setenv("PTAH_CACHE_DIR", cache)
 	res := runPtah(t, nil, "plan", "--dev-url", "postgres://dev:devpw@devhost/postgres")
 	if res.code != 0 || len(res.reqs) != 1 {
 		t.Fatalf("exit %d, %d requests; stderr: %s", res.code, len(res.reqs), res.stderr)
@@ -358,14 +360,24 @@ func TestPlanRequest(t *testing.T) {
 		LockTimeout:    1500 * time.Millisecond,
 		Online:         true,
 		ObserveTimeout: 30 * time.Second,
+		Cache:          catalog.DirCache{Dir: cache},
 	}
 	got := res.reqs[0]
-	if got.OnWait == nil {
-		t.Fatalf("the request carries no OnWait: a plan waiting on a lock would say nothing")
+	if got.OnWait == nil || got.OnCacheError == nil {
+		t.Fatalf("the request carries no OnWait or OnCacheError: a plan waiting on a lock, or without its cache, would say nothing")
 	}
-	got.OnWait = nil
+	got.OnWait, got.OnCacheError = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("request = %+v\nwant      %+v", got, want)
+	}
+	// off keeps nothing; unset is the user's cache directory.
+	if res := runPtah(t, nil, "plan", "--cache-dir", "off"); len(res.reqs) != 1 || res.reqs[0].Cache != nil {
+		t.Fatalf("--cache-dir off: %+v", res.reqs)
+	}
+	t.Setenv("PTAH_CACHE_DIR", "")
+	t.Setenv("XDG_CACHE_HOME", cache)
+	if res := runPtah(t, nil, "plan"); len(res.reqs) != 1 || res.reqs[0].Cache != (catalog.DirCache{Dir: filepath.Join(cache, "ptah")}) {
+		t.Fatalf("the default cache: %+v", res.reqs)
 	}
 }
 
