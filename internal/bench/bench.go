@@ -200,6 +200,7 @@ var sections = []struct {
 	fn   SectionFunc
 }{
 	// {"catalog", Catalog}, {"plans", Plans}, {"migrations", Migrations}, ...
+	{"migrations", Migrations},
 }
 
 // SectionNames lists the sections in report order.
