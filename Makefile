@@ -44,7 +44,13 @@ TEST_VERSIONS_RUNNER ?= on
 ENVTEST_BIN    := $(abspath bin/envtest)
 CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: all build test test-versions lint demo bench clean pg-versions envtest generate
+# The peers the bench's migrations section runs beside ptah, at the
+# versions the issue measured, into a git-ignored folder (hack/bench -tools).
+BENCH_TOOLS    := $(abspath bin/benchtools)
+GOOSE_VERSION  ?= v3.30.0
+MIGRATE_VERSION ?= v4.20.1
+
+.PHONY: all build test test-versions lint demo bench bench-tools clean pg-versions envtest generate
 
 all: lint build test
 
@@ -98,9 +104,13 @@ demo:
 # The Go benchmarks (per package, in-process), then the driver: whole ptah
 # processes on a throwaway durable server, beside pg_dump, psql and the
 # other migration tools, in one table of medians and ratios.
-bench: build
+bench: build bench-tools
 	$(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./hack/bench -ptah bin/ptah -tables $(BENCH_TABLES) -runs $(BENCH_RUNS) $(BENCH_FLAGS)
+
+bench-tools:
+	GOBIN=$(BENCH_TOOLS) $(GO) install github.com/pressly/goose/v3/cmd/goose@$(GOOSE_VERSION)
+	GOBIN=$(BENCH_TOOLS) $(GO) install -tags postgres github.com/golang-migrate/migrate/v4/cmd/migrate@$(MIGRATE_VERSION)
 
 # Idempotent: a major whose pinned release is installed is left alone. The
 # package's postinstall step (restoring the libraries' symlinks) is run

@@ -3,7 +3,7 @@
 // the ptah binary it is given, then prints one table of medians, ratios
 // and targets (and, with -markdown, the same table for docs/performance.md).
 //
-//	go run ./hack/bench -ptah bin/ptah [-sections catalog,plans] [-tables 1000,10000] [-runs 5]
+//	go run ./hack/bench -ptah bin/ptah [-sections catalog,plans] [-tables 1000,10000] [-runs 5] [-tools bin/benchtools]
 package main
 
 import (
@@ -28,6 +28,7 @@ func main() {
 	tables := flag.String("tables", "1000,10000", "the schema sizes of the catalog and plan sections")
 	runs := flag.Int("runs", 5, "runs of each timed command; the median is reported")
 	markdown := flag.String("markdown", "", "also write the table as Markdown to this `file`")
+	flag.StringVar(&bench.Tools, "tools", bench.Tools, "the `dir` of the peers the migrations section runs (make bench-tools)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, *ptah, *sections, *tables, *runs, *markdown)
@@ -42,6 +43,9 @@ func run(ctx context.Context, ptah, sections, tables string, runs int, markdown 
 	env := &bench.Env{Runs: runs, Log: os.Stderr}
 	var err error
 	if env.Ptah, err = filepath.Abs(ptah); err != nil {
+		return err
+	}
+	if bench.Tools, err = filepath.Abs(bench.Tools); err != nil {
 		return err
 	}
 	if _, err := os.Stat(env.Ptah); err != nil {

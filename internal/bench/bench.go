@@ -203,6 +203,7 @@ var sections = []struct {
 }{
 	{"catalog", Catalog},
 	{"plans", Plans},
+	{"migrations", Migrations},
 	{"applies", Applies},
 }
 

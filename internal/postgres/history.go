@@ -165,20 +165,26 @@ func (r HistoryRow) check() error {
 // statement (or, for a phase of none, from the start of this transaction)
 // to now, on the server's clock.
 func recordRunHistory(ctx context.Context, tx pgx.Tx, resource, operationID string, phase int, r *HistoryRow) error {
+	return runHistory(resource, operationID, phase, r).exec(ctx, tx)
+}
+
+func runHistory(resource, operationID string, phase int, r *HistoryRow) write {
 	how := r.How
 	if how == "" {
 		how = HowRun
 	}
-	_, err := tx.Exec(ctx, `
+	return write{sql: `
 INSERT INTO ptah.migration_history (resource, version, name, checksum, applied_at, duration, operation_id, applied_by, how, contract_version)
 VALUES ($1, $2, $3, $4, clock_timestamp(),
 	clock_timestamp() - coalesce((SELECT min(started_at) FROM ptah.run_steps WHERE operation_id = $5 AND phase = $6), now()),
 	$5, coalesce(nullif($7, ''), current_user), $8, $9)`,
-		resource, r.Version, r.Name, r.Checksum, operationID, phase, r.AppliedBy, how, api.ContractVersion)
-	if err != nil {
-		return fmt.Errorf("recording version %s in the migration history of %s: %w", r.Version, resource, historyInsertError(err))
-	}
-	return nil
+		args: []any{resource, r.Version, r.Name, r.Checksum, operationID, phase, r.AppliedBy, how, api.ContractVersion},
+		check: func(_ pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("recording version %s in the migration history of %s: %w", r.Version, resource, historyInsertError(err))
+			}
+			return nil
+		}}
 }
 
 // historyInsertError words a refused history insert.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ptah-run/ptah/internal/failpoint"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
@@ -221,13 +222,43 @@ ON CONFLICT (operation_id) DO NOTHING`,
 	return nil
 }
 
+// write is one journal or history write: its statement, its arguments
+// and what its result must be. exec runs it at once; queue lets a batch
+// carry it with the writes around it in one round trip, in order, inside
+// the same transaction (see Writer.runTx), which changes nothing of what
+// commits, or when.
+type write struct {
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag, error) error
+}
+
+func (wr write) exec(ctx context.Context, q querier) error {
+	tag, err := q.Exec(ctx, wr.sql, wr.args...)
+	return wr.result(tag, err)
+}
+
+func (wr write) queue(b *pgx.Batch) {
+	b.Queue(wr.sql, wr.args...).Fn = func(br pgx.BatchResults) error { return wr.result(br.Exec()) }
+}
+
+func (wr write) result(tag pgconn.CommandTag, err error) error {
+	if wr.check == nil {
+		return err
+	}
+	return wr.check(tag, err)
+}
+
 // recordStepStart journals a statement: inside its transaction, or, for
 // one run without a transaction (noTx), in a transaction of its own that
 // commits before the statement is sent.
 func recordStepStart(ctx context.Context, tx pgx.Tx, operationID string, step, phase int, sql, version string, noTx bool) error {
-	_, err := tx.Exec(ctx, `INSERT INTO ptah.run_steps (operation_id, step, phase, statement, started_at, no_transaction, version)
-		VALUES ($1, $2, $3, $4, clock_timestamp(), $5, nullif($6, ''))`, operationID, step, phase, sql, noTx, version)
-	return err
+	return stepStart(operationID, step, phase, sql, version, noTx).exec(ctx, tx)
+}
+
+func stepStart(operationID string, step, phase int, sql, version string, noTx bool) write {
+	return write{sql: `INSERT INTO ptah.run_steps (operation_id, step, phase, statement, started_at, no_transaction, version)
+		VALUES ($1, $2, $3, $4, clock_timestamp(), $5, nullif($6, ''))`, args: []any{operationID, step, phase, sql, noTx, version}}
 }
 
 // recordStepCompleted marks a statement run without a transaction
@@ -244,34 +275,35 @@ func recordStepCompleted(ctx context.Context, tx pgx.Tx, operationID string, ste
 	return nil
 }
 
-// recordStepsCommitted marks steps [from, to] (1-based), journaled in a
-// phase's transaction before the last, committed, inside it, immediately
-// before its COMMIT.
-func recordStepsCommitted(ctx context.Context, tx pgx.Tx, operationID string, from, to int) error {
-	_, err := tx.Exec(ctx, `UPDATE ptah.run_steps SET committed_at = clock_timestamp()
-		WHERE operation_id = $1 AND step BETWEEN $2 AND $3`, operationID, from, to)
-	return err
+// stepsCommitted marks steps [from, to] (1-based), journaled in a phase's
+// transaction before the last, committed, inside it, immediately before
+// its COMMIT.
+func stepsCommitted(operationID string, from, to int) write {
+	return write{sql: `UPDATE ptah.run_steps SET committed_at = clock_timestamp()
+		WHERE operation_id = $1 AND step BETWEEN $2 AND $3`, args: []any{operationID, from, to}}
 }
 
-// recordRunSucceeded marks the run and its steps committed, inside the
-// plan's last transaction, immediately before COMMIT: the marks become
-// visible exactly when the plan does. Steps of earlier phases keep the
-// time their own transaction committed.
-func recordRunSucceeded(ctx context.Context, tx pgx.Tx, operationID string) error {
-	tag, err := tx.Exec(ctx, `
+// runSucceeded marks the run and its steps committed, inside the plan's
+// last transaction, immediately before COMMIT: the marks become visible
+// exactly when the plan does. Steps of earlier phases keep the time their
+// own transaction committed.
+func runSucceeded(operationID string) write {
+	return write{sql: `
 WITH steps AS (
 	UPDATE ptah.run_steps SET committed_at = clock_timestamp() WHERE operation_id = $1 AND committed_at IS NULL
 )
 UPDATE ptah.runs SET finished_at = clock_timestamp(), outcome = 'succeeded'
-WHERE operation_id = $1 AND finished_at IS NULL`, operationID)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() != 1 {
-		// The row was recorded by this writer and only it finishes runs.
-		return fmt.Errorf("the run row of %s is missing or already finished", operationID)
-	}
-	return nil
+WHERE operation_id = $1 AND finished_at IS NULL`, args: []any{operationID},
+		check: func(tag pgconn.CommandTag, err error) error {
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1 {
+				// The row was recorded by this writer and only it finishes runs.
+				return fmt.Errorf("the run row of %s is missing or already finished", operationID)
+			}
+			return nil
+		}}
 }
 
 // recordRunEnd marks a run failed (RunFailed) or partially applied

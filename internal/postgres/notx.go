@@ -191,7 +191,7 @@ func (w *Writer) completeNoTx(ctx context.Context, p phaseRun, i int) (err error
 		}
 	}
 	if i == p.to-1 && p.last() {
-		if err := recordRunSucceeded(ctx, tx, w.operationID); err != nil {
+		if err := runSucceeded(w.operationID).exec(ctx, tx); err != nil {
 			return fmt.Errorf("%w: recording the run's success: %w", ErrPartiallyApplied, err)
 		}
 	}

@@ -241,13 +241,17 @@ const maxTimeoutMS = 1<<31 - 1
 // the bound is the deadline plus the time a commit takes. It returns
 // ErrDeadlinePassed when no time is left.
 func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) error {
-	settings := `set_config('idle_session_timeout', t.arm::text, false)`
+	_, err := arm(ctx, q, deadline, 0, deadlineSettings(inTx))
+	return err
+}
+
+// deadlineSettings are armDeadline's settings.
+func deadlineSettings(inTx bool) string {
 	if inTx {
-		settings = `concat(set_config('statement_timeout', t.arm::text, true),
+		return `concat(set_config('statement_timeout', t.arm::text, true),
 		set_config('idle_in_transaction_session_timeout', t.arm::text, true))`
 	}
-	_, err := arm(ctx, q, deadline, 0, settings)
-	return err
+	return `set_config('idle_session_timeout', t.arm::text, false)`
 }
 
 // armStatement is armDeadline inside the plan's transaction, for the next
@@ -257,13 +261,18 @@ func armDeadline(ctx context.Context, q querier, deadline time.Time, inTx bool) 
 // Plan.LockAttempt). All are scoped to the transaction (or, set after a
 // savepoint, to it: rolling back to the savepoint undoes them).
 func armStatement(ctx context.Context, q querier, deadline time.Time, limit, lock time.Duration) (armed, error) {
+	return arm(ctx, q, deadline, limit, statementSettings(lock))
+}
+
+// statementSettings are armStatement's settings.
+func statementSettings(lock time.Duration) string {
 	settings := `concat(set_config('statement_timeout', t.stmt::text, true),
 		set_config('idle_in_transaction_session_timeout', t.arm::text, true)`
 	if lock > 0 {
 		// An integer, written by us: safe to inline.
 		settings += fmt.Sprintf(`, set_config('lock_timeout', '%dms', true)`, max(lock.Milliseconds(), 1))
 	}
-	return arm(ctx, q, deadline, limit, settings+")")
+	return settings + ")"
 }
 
 // armStatementDeadline arms the deadline for the next statement only, run
@@ -296,27 +305,64 @@ func (a armed) deadline() time.Time { return a.at.Add(a.left) }
 // deadline, in milliseconds, at least 1 and at most maxTimeoutMS) and
 // t.stmt (the smaller of that and limit; t.arm when limit is 0).
 func arm(ctx context.Context, q querier, deadline time.Time, limit time.Duration, settings string) (armed, error) {
+	c := newArming(deadline, limit, settings)
+	if err := c.scan(q.QueryRow(ctx, c.sql, c.args...)); err != nil {
+		return armed{}, err
+	}
+	return c.result()
+}
+
+// arming is one call of arm, which a batch can carry (queue) with the
+// writes that follow it in the same round trip: the settings it makes
+// apply to the statements after it, and its verdict (result) is read
+// before any plan statement is sent.
+type arming struct {
+	sql      string
+	args     []any
+	deadline time.Time
+	limit    time.Duration
+	at       time.Time
+	leftMS   int64
+	limited  bool
+}
+
+func newArming(deadline time.Time, limit time.Duration, settings string) *arming {
 	limitMS := int64(maxTimeoutMS)
 	if limit > 0 {
 		limitMS = min(max(limit.Milliseconds(), 1), limitMS)
 	}
-	var leftMS int64
-	var limited bool
-	at := time.Now()
-	err := q.QueryRow(ctx, `
-SELECT t.ms, t.stmt < t.arm, `+settings+`
+	return &arming{sql: `
+SELECT t.ms, t.stmt < t.arm, ` + settings + `
 FROM (SELECT s.ms, least(greatest(s.ms, 1), $2) AS arm, least(greatest(s.ms, 1), $2, $3) AS stmt
       FROM (SELECT ceil(extract(epoch FROM $1::timestamptz - clock_timestamp()) * 1000)::bigint AS ms) s) t`,
-		deadline, int64(maxTimeoutMS), limitMS).Scan(&leftMS, &limited, nil)
-	if err != nil {
-		return armed{}, fmt.Errorf("arming the deadline: %w", err)
+		args: []any{deadline, int64(maxTimeoutMS), limitMS}, deadline: deadline, limit: limit, at: time.Now()}
+}
+
+func (c *arming) scan(row pgx.Row) error {
+	if err := row.Scan(&c.leftMS, &c.limited, nil); err != nil {
+		return fmt.Errorf("arming the deadline: %w", err)
 	}
-	if leftMS <= 0 {
-		return armed{}, fmt.Errorf("%w (%s)", ErrDeadlinePassed, deadline.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// queue adds the call to b; the batch fails with its result's error.
+func (c *arming) queue(b *pgx.Batch) {
+	b.Queue(c.sql, c.args...).QueryRow(func(row pgx.Row) error {
+		if err := c.scan(row); err != nil {
+			return err
+		}
+		_, err := c.result()
+		return err
+	})
+}
+
+func (c *arming) result() (armed, error) {
+	if c.leftMS <= 0 {
+		return armed{}, fmt.Errorf("%w (%s)", ErrDeadlinePassed, c.deadline.UTC().Format(time.RFC3339))
 	}
-	a := armed{left: time.Duration(leftMS) * time.Millisecond, at: at}
-	if limited {
-		a.limit = limit
+	a := armed{left: time.Duration(c.leftMS) * time.Millisecond, at: c.at}
+	if c.limited {
+		a.limit = c.limit
 	}
 	return a, nil
 }

@@ -287,6 +287,27 @@ func committedPhases(n int) string {
 // run without a transaction makes one attempt of LockTimeout (see
 // Writer.sendNoTx).
 //
+// What must be durable before a migration file runs, and what may share
+// its transaction. Durable first, once per run: the lease row (OpenWriter)
+// and the run row with the dispatch marker and the spent approval
+// (recordRunStart). The run row is what turns a crash into an unfinished
+// run a person is asked about (never a file silently run twice): it names
+// the session whose end proves the run can no longer write, and it spends
+// the operation ID. Nothing else needs to be durable before a
+// transactional file runs: its journal steps, its history row and the
+// journal's record of its completion (steps committed, or the run
+// succeeded) are written inside the file's own transaction, so they
+// become durable with the file's statements, in its one COMMIT, or not
+// at all. A crash before that COMMIT leaves none of them and none of the
+// file, and the unfinished run still holds the database until a person
+// settles it. So a transactional file costs one commit, one WAL flush,
+// as it would for a tool that records only a history row; the writes
+// around its statements travel in batches (prepare, runStatement, the
+// closing writes of runTx), a round trip each, and none is dropped. A
+// statement run without a transaction is different: it commits on its
+// own, so its journal step must commit before it is sent, and its
+// completion after it (see runNoTx): two more commits per statement.
+//
 // After any crash the journal is exact about transactions: a transactional
 // phase committed if and only if its steps are committed, and the whole
 // plan if and only if the run succeeded. A statement run without a
@@ -505,25 +526,33 @@ func (w *Writer) runTx(ctx context.Context, p phaseRun, progress ProgressFunc) (
 			failpoint.Hit(failpoint.MidPlan)
 		}
 	}
-	if err := armDeadline(ctx, tx, w.deadline, true); err != nil {
-		return fmt.Errorf("%w: %w", class, err)
-	}
+	// The phase's closing writes, in one round trip: the deadline armed
+	// for them, the history rows, and the journal's record that the phase
+	// (or, in the last one, the run) committed. They commit with the
+	// phase, so none of them need be durable before it: a crash before
+	// the COMMIT leaves neither the statements nor these rows, and the
+	// journal shows the run unfinished (see Execute).
+	b := &pgx.Batch{}
+	newArming(w.deadline, 0, deadlineSettings(true)).queue(b)
 	if p.ph.History != nil {
-		if err := recordRunHistory(ctx, tx, p.plan.History.Resource, w.operationID, p.phase, p.ph.History); err != nil {
-			return fmt.Errorf("%w: %w", class, err)
-		}
+		runHistory(p.plan.History.Resource, w.operationID, p.phase, p.ph.History).queue(b)
 		for i := range p.ph.Also {
-			if err := recordRunHistory(ctx, tx, p.plan.History.Resource, w.operationID, p.phase, &p.ph.Also[i]); err != nil {
-				return fmt.Errorf("%w: %w", class, err)
-			}
+			runHistory(p.plan.History.Resource, w.operationID, p.phase, &p.ph.Also[i]).queue(b)
 		}
 	}
+	done := stepsCommitted(w.operationID, p.from+1, p.to)
+	what := fmt.Sprintf("recording the commit of transaction %d/%d", p.phase, p.phases)
 	if p.last() {
-		if err := recordRunSucceeded(ctx, tx, w.operationID); err != nil {
-			return fmt.Errorf("%w: recording the run's success: %w", class, err)
+		done, what = runSucceeded(w.operationID), "recording the run's success"
+	}
+	b.Queue(done.sql, done.args...).Fn = func(br pgx.BatchResults) error {
+		if err := done.result(br.Exec()); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-	} else if err := recordStepsCommitted(ctx, tx, w.operationID, p.from+1, p.to); err != nil {
-		return fmt.Errorf("%w: recording the commit of transaction %d/%d: %w", class, p.phase, p.phases, err)
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("%w: %w", class, err)
 	}
 	committing = true
 	return commitError(tx.Commit(ctx), class)
@@ -533,36 +562,49 @@ func (w *Writer) runTx(ctx context.Context, p phaseRun, progress ProgressFunc) (
 // names this writer, and keeps it so until COMMIT (see checkLease); then it
 // applies the plan's preamble to the transaction.
 func (w *Writer) prepare(ctx context.Context, tx pgx.Tx, plan *Plan) error {
-	if err := w.checkLease(ctx, tx); err != nil {
-		return err
-	}
+	// One round trip: the check's answer is read before any plan
+	// statement is sent, and the settings are the transaction's own.
+	b := &pgx.Batch{}
+	w.queueLeaseCheck(b)
 	for _, set := range plan.Preamble() {
 		// The preamble is written for a session (psql runs it as is);
 		// scoped to the transaction it cannot leak into the journal writes
 		// that follow a rollback.
 		local := strings.Replace(set, "SET ", "SET LOCAL ", 1)
-		if _, err := tx.Exec(ctx, local); err != nil {
-			return fmt.Errorf("applying %q: %w", local, err)
+		b.Queue(local).Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("applying %q: %w", local, err)
+			}
+			return nil
 		}
 	}
-	return nil
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // checkLease checks, inside tx, that the lease still names this writer,
 // and keeps it so until tx ends: FOR SHARE blocks a concurrent
 // ReleaseLease.
 func (w *Writer) checkLease(ctx context.Context, tx pgx.Tx) error {
-	var ours bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ptah.leases WHERE coordination_digest = $1
+	b := &pgx.Batch{}
+	w.queueLeaseCheck(b)
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// queueLeaseCheck adds checkLease's query to b: the batch fails with
+// ErrLeaseLost when the lease no longer names this writer.
+func (w *Writer) queueLeaseCheck(b *pgx.Batch) {
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM ptah.leases WHERE coordination_digest = $1
 		AND holder = $2 AND writer_pid = $3 AND writer_backend_start = $4 FOR SHARE)`,
-		w.digest, w.operationID, w.session.PID, w.session.BackendStart).Scan(&ours)
-	if err != nil {
-		return fmt.Errorf("checking the lease: %w", err)
-	}
-	if !ours {
-		return ErrLeaseLost
-	}
-	return nil
+		w.digest, w.operationID, w.session.PID, w.session.BackendStart).QueryRow(func(row pgx.Row) error {
+		var ours bool
+		if err := row.Scan(&ours); err != nil {
+			return fmt.Errorf("checking the lease: %w", err)
+		}
+		if !ours {
+			return ErrLeaseLost
+		}
+		return nil
+	})
 }
 
 // expectHistory reads the plan's migration history inside tx, the
@@ -602,13 +644,31 @@ func (w *Writer) expectHistory(ctx context.Context, tx pgx.Tx, plan *Plan) error
 // statements on the objects it creates makes no subtransaction.
 func (w *Writer) runStatement(ctx context.Context, tx pgx.Tx, p phaseRun, step Step, progress ProgressFunc) error {
 	class, total, s := failureClass(p.from), len(p.plan.Statements), step.Statement
-	a, err := armStatement(ctx, tx, w.deadline, p.plan.StatementTimeout, 0)
-	if err != nil {
-		return fmt.Errorf("%w: before statement %d/%d: %w", class, step.N, total, err)
+	// The deadline armed and the journal step, in one round trip, both
+	// answered before the statement is sent. The step need not be durable
+	// before the statement runs: it commits with it, or neither does.
+	b := &pgx.Batch{}
+	arming := newArming(w.deadline, p.plan.StatementTimeout, statementSettings(0))
+	b.Queue(arming.sql, arming.args...).QueryRow(func(row pgx.Row) error {
+		if err := arming.scan(row); err != nil {
+			return fmt.Errorf("before statement %d/%d: %w", step.N, total, err)
+		}
+		if _, err := arming.result(); err != nil {
+			return fmt.Errorf("before statement %d/%d: %w", step.N, total, err)
+		}
+		return nil
+	})
+	journal := stepStart(w.operationID, step.N, p.phase, s.SQL, p.version(), false)
+	b.Queue(journal.sql, journal.args...).Fn = func(br pgx.BatchResults) error {
+		if err := journal.result(br.Exec()); err != nil {
+			return fmt.Errorf("journaling statement %d/%d: %w", step.N, total, err)
+		}
+		return nil
 	}
-	if err := recordStepStart(ctx, tx, w.operationID, step.N, p.phase, s.SQL, p.version(), false); err != nil {
-		return fmt.Errorf("%w: journaling statement %d/%d: %w", class, step.N, total, err)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("%w: %w", class, err)
 	}
+	a, _ := arming.result()
 	if p.plan.lockAttempt() > 0 && p.plan.mayQueue(s) {
 		return w.execInAttempts(ctx, tx, p, step, a, progress)
 	}
