@@ -65,6 +65,8 @@ func (p pgtestM) Run() int {
 //	                              VAR to $DATABASE_URL connecting as it
 //	dbcreate VAR                  create another database on the same server
 //	                              and set VAR to its URL
+//	dbserver VAR                  start a server of the script's own and set
+//	                              VAR to the URL of a database "app" on it
 //	setjson VAR PATH              set VAR to the value at PATH (dot-separated
 //	                              keys and array indexes, e.g.
 //	                              items.0.plan.metadata.uid) in the JSON of
@@ -95,6 +97,7 @@ func TestScripts(t *testing.T) {
 			"sql":      cmdSQL,
 			"dbrole":   cmdDBRole,
 			"dbcreate": cmdDBCreate,
+			"dbserver": cmdDBServer,
 			"setjson":  cmdSetJSON,
 		},
 	})
@@ -250,6 +253,29 @@ func cmdDBCreate(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	u.Path = "/" + name
 	ts.Setenv(args[0], u.String())
+}
+
+// cmdDBServer starts a server of the script's own (roles and settings are
+// server-wide: a script that must see them unchanged by the scripts
+// running beside it needs one) and sets VAR to the URL of a database on
+// it; the server is stopped when the script ends.
+func cmdDBServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: dbserver VAR")
+	}
+	srv, err := pgserver.Start()
+	if err != nil {
+		ts.Fatalf("dbserver: %v", err)
+	}
+	ts.Defer(func() {
+		if err := srv.Stop(); err != nil {
+			ts.Logf("stopping the script's server: %v", err)
+		}
+	})
+	if err := execOn(srv.URL("postgres"), "CREATE DATABASE app TEMPLATE template0"); err != nil {
+		ts.Fatalf("dbserver: %v", err)
+	}
+	ts.Setenv(args[0], srv.URL("app"))
 }
 
 // execOn runs sql on url in a session of its own.
