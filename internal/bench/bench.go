@@ -62,20 +62,28 @@ type Row struct {
 // Met is a helper for Row.Met.
 func Met(ok bool) *bool { return &ok }
 
+// cells are r's columns as the report prints them; missed is how a
+// target not met reads.
+func (r Row) cells(missed string) []string {
+	ratio, met := "", ""
+	if r.Ratio != 0 {
+		ratio = fmt.Sprintf("%.2fx %s", r.Ratio, r.Versus)
+	}
+	if r.Met != nil {
+		met = "yes"
+		if !*r.Met {
+			met = missed
+		}
+	}
+	return []string{r.Section, r.What, r.Value, ratio, r.Target, met}
+}
+
 // Print writes rows as one table.
 func Print(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SECTION\tMEASURE\tVALUE\tRATIO\tTARGET\tMET")
 	for _, r := range rows {
-		ratio := ""
-		if r.Ratio != 0 {
-			ratio = fmt.Sprintf("%.2fx %s", r.Ratio, r.Versus)
-		}
-		met := ""
-		if r.Met != nil {
-			met = map[bool]string{true: "yes", false: "NO"}[*r.Met]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Section, r.What, r.Value, ratio, r.Target, met)
+		fmt.Fprintln(tw, strings.Join(r.cells("NO"), "\t"))
 	}
 	tw.Flush()
 }
@@ -85,15 +93,7 @@ func Markdown(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "| Section | Measure | Value | Ratio | Target | Met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rows {
-		ratio := ""
-		if r.Ratio != 0 {
-			ratio = fmt.Sprintf("%.2fx %s", r.Ratio, r.Versus)
-		}
-		met := ""
-		if r.Met != nil {
-			met = map[bool]string{true: "yes", false: "**no**"}[*r.Met]
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Section, r.What, r.Value, ratio, r.Target, met)
+		fmt.Fprintln(w, "| "+strings.Join(r.cells("**no**"), " | ")+" |")
 	}
 }
 
