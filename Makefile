@@ -104,9 +104,9 @@ demo:
 # The Go benchmarks (per package, in-process), then the driver: whole ptah
 # processes on a throwaway durable server, beside pg_dump, psql and the
 # other migration tools, in one table of medians and ratios.
-bench: build bench-tools
-	$(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
-	$(GO) run ./hack/bench -ptah bin/ptah -tables $(BENCH_TABLES) -runs $(BENCH_RUNS) $(BENCH_FLAGS)
+bench: build bench-tools envtest
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) $(GO) test -timeout $(BENCH_TIMEOUT) -run '^$$' -bench . -benchmem ./...
+	KUBEBUILDER_ASSETS=$(ENVTEST_BIN) $(GO) run ./hack/bench -ptah bin/ptah -tables $(BENCH_TABLES) -runs $(BENCH_RUNS) $(BENCH_FLAGS)
 
 bench-tools:
 	GOBIN=$(BENCH_TOOLS) $(GO) install github.com/pressly/goose/v3/cmd/goose@$(GOOSE_VERSION)

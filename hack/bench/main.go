@@ -3,7 +3,7 @@
 // the ptah binary it is given, then prints one table of medians, ratios
 // and targets (and, with -markdown, the same table for docs/performance.md).
 //
-//	go run ./hack/bench -ptah bin/ptah [-sections catalog,plans] [-tables 1000,10000] [-runs 5] [-tools bin/benchtools]
+//	go run ./hack/bench -ptah bin/ptah [-sections catalog,plans] [-tables 1000,10000] [-runs 5] [-resources 100] [-tools bin/benchtools]
 package main
 
 import (
@@ -27,11 +27,13 @@ func main() {
 	sections := flag.String("sections", strings.Join(bench.SectionNames(), ","), "the sections to run, in order")
 	tables := flag.String("tables", "1000,10000", "the schema sizes of the catalog and plan sections")
 	runs := flag.Int("runs", 5, "runs of each timed command; the median is reported")
+	keep := flag.Bool("keep", false, "keep the scratch directory (databases' files aside: the manager's and Pods' logs) and say where")
 	markdown := flag.String("markdown", "", "also write the table as Markdown to this `file`")
+	flag.IntVar(&bench.ControllerResources, "resources", bench.ControllerResources, "the controller section's resources of each family")
 	flag.StringVar(&bench.Tools, "tools", bench.Tools, "the `dir` of the peers the migrations section runs (make bench-tools)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *ptah, *sections, *tables, *runs, *markdown)
+	err := run(ctx, *ptah, *sections, *tables, *runs, *markdown, *keep)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -39,7 +41,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, ptah, sections, tables string, runs int, markdown string) error {
+func run(ctx context.Context, ptah, sections, tables string, runs int, markdown string, keep bool) error {
 	env := &bench.Env{Runs: runs, Log: os.Stderr}
 	var err error
 	if env.Ptah, err = filepath.Abs(ptah); err != nil {
@@ -61,7 +63,11 @@ func run(ctx context.Context, ptah, sections, tables string, runs int, markdown 
 	if env.Work, err = os.MkdirTemp("", "ptah-bench"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(env.Work)
+	if keep {
+		defer env.Logf("kept %s", env.Work)
+	} else {
+		defer os.RemoveAll(env.Work)
+	}
 	// A durable server, as in production: what a migration must make
 	// durable before its file runs is part of what is measured.
 	env.Server, err = pgserver.Start(pgserver.Setting("fsync", "on"), pgserver.Setting("synchronous_commit", "on"),

@@ -205,6 +205,7 @@ var sections = []struct {
 	{"plans", Plans},
 	{"migrations", Migrations},
 	{"applies", Applies},
+	{"controller", Controller},
 }
 
 // SectionNames lists the sections in report order.

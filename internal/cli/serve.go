@@ -27,9 +27,9 @@ JSON lines on stderr.
 In a Pod it uses the Pod's ServiceAccount; elsewhere the kubeconfig
 (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) and --context.
 
-Not yet: the reconcilers that plan and apply (the database work in Jobs).
-This release runs the manager, its fence, leader election, metrics and
-probes; see the README's section on ptah serve for what is there.
+Each PtahSchema and PtahMigration is read, planned and applied by Jobs
+whose Pods run this same binary (--job-image): the manager never holds a
+database credential. See the README's section on ptah serve.
 
 `
 

@@ -38,13 +38,17 @@ type Container struct {
 // code), and writes back the Pod's and the Job's status, termination
 // message included, as Kubernetes 1.37 would.
 type Kubelet struct {
-	Env       *Env
+	Env *Env
+	// Namespace is the namespace whose Jobs it runs ("": every namespace).
 	Namespace string
 	// Run runs a container and returns its exit code.
 	Run func(ctx context.Context, c Container) int
 	// Stall, when it returns true for a Job, leaves its Pod running for
 	// ever (a Pod that hangs, or a node that stopped reporting).
 	Stall func(job *batchv1.Job) bool
+	// Parallel is how many Pods run at once (0 or 1: one at a time, as
+	// the tests want; a node runs many).
+	Parallel int
 
 	mu   sync.Mutex
 	seen map[string]bool
@@ -55,36 +59,54 @@ func (k *Kubelet) Start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	k.seen = map[string]bool{}
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			k.sync(ctx, t)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+		k.Serve(ctx, func(err error) { t.Errorf("test kubelet: %v", err) })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func (k *Kubelet) sync(ctx context.Context, t *testing.T) {
-	var jobs batchv1.JobList
-	if err := k.Env.Client.List(ctx, &jobs, client.InNamespace(k.Namespace)); err != nil {
-		return
-	}
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		k.mu.Lock()
-		seen := k.seen[string(job.UID)]
-		k.seen[string(job.UID)] = true
-		k.mu.Unlock()
-		if seen || job.Status.CompletionTime != nil {
-			continue
+// Serve runs the kubelet until ctx ends, reporting what it fails to do to
+// failed, and returns once every container it started has returned.
+func (k *Kubelet) Serve(ctx context.Context, failed func(error)) {
+	k.mu.Lock()
+	k.seen = map[string]bool{}
+	k.mu.Unlock()
+	slots := make(chan struct{}, max(k.Parallel, 1))
+	var running sync.WaitGroup
+	defer running.Wait()
+	for ctx.Err() == nil {
+		var jobs batchv1.JobList
+		if err := k.Env.Client.List(ctx, &jobs, client.InNamespace(k.Namespace)); err == nil {
+			for i := range jobs.Items {
+				job := &jobs.Items[i]
+				k.mu.Lock()
+				seen := k.seen[string(job.UID)]
+				k.seen[string(job.UID)] = true
+				k.mu.Unlock()
+				if seen || job.Status.CompletionTime != nil {
+					continue
+				}
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				running.Add(1)
+				go func() {
+					defer func() { <-slots; running.Done() }()
+					if err := k.runJob(ctx, job); err != nil && ctx.Err() == nil {
+						failed(fmt.Errorf("Job %s/%s: %w", job.Namespace, job.Name, err))
+					}
+				}()
+				if k.Parallel <= 1 {
+					running.Wait() // one Pod at a time, in the order listed
+				}
+			}
 		}
-		if err := k.runJob(ctx, job); err != nil && ctx.Err() == nil {
-			t.Errorf("test kubelet: Job %s: %v", job.Name, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -172,14 +172,23 @@ func (e *Env) User(t testing.TB, name string, groups ...string) *rest.Config {
 // TokenRequest API: what a Pod running as that account gets.
 func (e *Env) ServiceAccount(t testing.TB, ns, name string) *rest.Config {
 	t.Helper()
+	cfg, err := e.ServiceAccountConfig(context.Background(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// ServiceAccountConfig is ServiceAccount for code that is not a test.
+func (e *Env) ServiceAccountConfig(ctx context.Context, ns, name string) (*rest.Config, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	tr := &authenticationv1.TokenRequest{}
-	if err := e.Client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
-		t.Fatalf("a token for ServiceAccount %s/%s: %v", ns, name, err)
+	if err := e.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return nil, fmt.Errorf("a token for ServiceAccount %s/%s: %w", ns, name, err)
 	}
 	cfg := rest.AnonymousClientConfig(e.Config)
 	cfg.BearerToken = tr.Status.Token
-	return cfg
+	return cfg, nil
 }
 
 // Namespace creates a namespace for one test, with the default
@@ -248,29 +257,37 @@ func (e *Env) Kubeconfig(t testing.TB, name string, groups ...string) string {
 // order: policies, roles, namespaces.
 func (e *Env) Apply(t testing.TB, files ...string) {
 	t.Helper()
+	if err := e.ApplyFiles(context.Background(), files...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ApplyFiles is Apply for code that is not a test.
+func (e *Env) ApplyFiles(ctx context.Context, files ...string) error {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 		for {
 			var o unstructured.Unstructured
 			if err := dec.Decode(&o.Object); err != nil {
 				if !errors.Is(err, io.EOF) {
-					t.Fatalf("reading %s: %v", f, err)
+					return fmt.Errorf("reading %s: %w", f, err)
 				}
 				break
 			}
 			if len(o.Object) == 0 {
 				continue
 			}
-			if err := e.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(&o),
+			if err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(&o),
 				client.FieldOwner("kubetest"), client.ForceOwnership); err != nil {
-				t.Fatalf("applying %s %s from %s: %v", o.GetKind(), o.GetName(), f, err)
+				return fmt.Errorf("applying %s %s from %s: %w", o.GetKind(), o.GetName(), f, err)
 			}
 		}
 	}
+	return nil
 }
 
 // Bind grants user the ClusterRoles in namespace ns, as an administrator
