@@ -31,11 +31,37 @@ func (p *pass) resolveScope(ctx context.Context) error {
 }
 
 func (p *pass) realms(ctx context.Context) ([]api.PtahRealm, error) {
+	snap, err := p.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return snap.realms, nil
+}
+
+// read takes the pass's snapshot of the cluster on first use.
+func (p *pass) read(ctx context.Context) (*snapshot, error) {
+	if p.snapshot != nil {
+		return p.snapshot, nil
+	}
+	snap := &snapshot{}
+	var err error
+	if _, snap.stored, err = runner.StoredState(ctx, p.r.Store); err != nil {
+		return nil, err
+	}
 	var realms api.PtahRealmList
 	if err := p.r.Client.List(ctx, &realms); err != nil {
 		return nil, fmt.Errorf("reading the PtahRealms: %w", err)
 	}
-	return realms.Items, nil
+	snap.realms = realms.Items
+	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
+		objs, err := p.r.Store.List(ctx, store.ListOptions{Kind: kind})
+		if err != nil {
+			return nil, fmt.Errorf("taking the realm census: %w", err)
+		}
+		snap.claimers = append(snap.claimers, objs...)
+	}
+	p.snapshot = snap
+	return snap, nil
 }
 
 // scopeOf is what a coordination key named in namespace is scoped to in
@@ -82,26 +108,24 @@ func (p *pass) census(ctx context.Context, rs runState) ([]engine.Claimant, engi
 	}
 	self := claimant(p.r.Kind, p.obj.Namespace, p.obj.Name, p.spec.Target, rs.Target)
 	realm := []engine.Claimant{self}
-	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
-		objs, err := p.r.Store.List(ctx, store.ListOptions{Kind: kind})
-		if err != nil {
-			return nil, self, fmt.Errorf("taking the realm census: %w", err)
+	snap, err := p.read(ctx)
+	if err != nil {
+		return nil, self, err
+	}
+	for _, o := range snap.claimers {
+		if o.Kind == self.Kind && o.Namespace == self.Namespace && o.Name == self.Name {
+			continue
 		}
-		for _, o := range objs {
-			if o.Kind == self.Kind && o.Namespace == self.Namespace && o.Name == self.Name {
-				continue
-			}
-			var spec struct {
-				Target api.Target `json:"target"`
-			}
-			var status api.RunState
-			if json.Unmarshal(o.Spec, &spec) != nil || len(o.Status) > 0 && json.Unmarshal(o.Status, &status) != nil {
-				continue
-			}
-			c := claimant(o.Kind, o.Namespace, o.Name, spec.Target, status.Target)
-			if c.CoordinationDigest != "" {
-				realm = append(realm, c)
-			}
+		var spec struct {
+			Target api.Target `json:"target"`
+		}
+		var status api.RunState
+		if json.Unmarshal(o.Spec, &spec) != nil || len(o.Status) > 0 && json.Unmarshal(o.Status, &status) != nil {
+			continue
+		}
+		c := claimant(o.Kind, o.Namespace, o.Name, spec.Target, status.Target)
+		if c.CoordinationDigest != "" {
+			realm = append(realm, c)
 		}
 	}
 	return realm, self, nil

@@ -161,6 +161,22 @@ type pass struct {
 	// namespace, or the PtahRealm admitting it), leaseNS where its
 	// database's Lease lives.
 	scope, leaseNS string
+
+	// snapshot is what the pass reads of the rest of the cluster once, at
+	// its first step, and its later steps reuse: the stored state the
+	// fence scans, the PtahRealms and the other resources the census
+	// counts. Each is a list of every object of its kinds, so reading
+	// them at every step made a pass's cost grow with the cluster times
+	// its steps. What the pass itself writes meanwhile is its own (at its
+	// own contract version); what others write meanwhile, the next pass
+	// reads, as it would had they written a moment after this one.
+	snapshot *snapshot
+}
+
+type snapshot struct {
+	stored   []engine.StoredObject
+	realms   []api.PtahRealm
+	claimers []store.Object // every PtahSchema and PtahMigration
 }
 
 // runState is what a status read names of runs: its run state, and the
@@ -278,7 +294,7 @@ func (p *pass) finishDeletion(ctx context.Context, live client.Object) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	for id := range rs.namedOperations() {
-		p.removeJob(ctx, id)
+		p.removeJob(ctx, id, "")
 	}
 	return ctrl.Result{}, p.releaseDeletion(ctx, live)
 }
@@ -457,12 +473,12 @@ func (p *pass) servable() string {
 // gather is the pass's input beyond the records: the clock, the fence,
 // the lease, and the Pod-level answer for each run the status names.
 func (p *pass) gather(ctx context.Context, rs runState) (engine.PassInput, error) {
-	_, stored, err := runner.StoredState(ctx, p.r.Store)
+	snap, err := p.read(ctx)
 	if err != nil {
 		return engine.PassInput{}, err
 	}
 	in := engine.PassInput{
-		Now: p.r.Now(), Name: p.obj.Name, UID: p.obj.UID, Generation: p.obj.Generation, Binding: p.binding(), Stored: stored,
+		Now: p.r.Now(), Name: p.obj.Name, UID: p.obj.UID, Generation: p.obj.Generation, Binding: p.binding(), Stored: snap.stored,
 		Rederived: p.rederived, NewOperationID: p.r.NewID(), RunTimeout: p.r.RunTimeout,
 	}
 	if p.observed != nil {
@@ -557,7 +573,7 @@ func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d 
 		// nothing creates again, goes.
 		for id := range named {
 			if !namedIn(p.obj.Status)[id] {
-				p.removeJob(ctx, id)
+				p.removeJob(ctx, id, "")
 			}
 		}
 		if a := d.Resolves(); a != nil {
@@ -632,7 +648,7 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 		// A reading of what the resource was (its spec, its records of
 		// runs) before it changed: its answer is not this pass's. It goes,
 		// and a reading of the resource as it is now starts.
-		p.removeJob(ctx, cur)
+		p.removeJob(ctx, cur, task)
 		payload.OperationID = id
 		if parts, err = splitPayload(payload); err != nil {
 			return ctrl.Result{}, true, err
@@ -653,7 +669,7 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 		// nothing: look again.
 		return ctrl.Result{RequeueAfter: censusCadence}, true, p.startJob(ctx, req)
 	}
-	defer p.removeJob(ctx, id)
+	defer p.removeJob(ctx, id, task)
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
 		return p.readingFailed(ctx, rs, id, describe(res))
 	}
@@ -725,7 +741,7 @@ func (p *pass) readingUnderWay(ctx context.Context, task string) (id, digest str
 			id, digest = j.Labels[LabelOperation], argAfter(j.Spec.Template.Spec.Containers[0].Args, "--plan-digest")
 			continue
 		}
-		p.removeJob(ctx, j.Labels[LabelOperation])
+		p.removeJob(ctx, j.Labels[LabelOperation], task)
 	}
 	return id, digest, nil
 }

@@ -199,8 +199,10 @@ func (p *pass) jobResult(ctx context.Context, id, digest string) (res *Result, e
 }
 
 // removeJob deletes an operation's Job, Pods and plan parts once its
-// result is recorded, and a reading's transport object.
-func (p *pass) removeJob(ctx context.Context, id string) {
+// result is recorded, and a reading's transport object. task is the
+// operation's task when the caller knows it ("": it does not): only an
+// observation hands its statements back in a transport object.
+func (p *pass) removeJob(ctx context.Context, id, task string) {
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
@@ -209,8 +211,10 @@ func (p *pass) removeJob(ctx context.Context, id string) {
 			_ = p.r.Client.Delete(ctx, &pods[i])
 		}
 	}
-	for i := range MaxChunks {
-		_ = p.r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PartsName(p.obj.UID, id, i)}})
+	// Its parts, however many there were, in one request.
+	_ = p.r.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels{LabelOperation: id})
+	if task != "" && task != TaskObserve {
+		return
 	}
 	// By name, whatever the result said: a reading whose result was not
 	// believed may have created it all the same.
@@ -317,7 +321,7 @@ func (p *pass) account(ctx context.Context, rs runState) (bool, error) {
 		return false, err
 	}
 	p.forget()
-	p.removeJob(ctx, op.ID)
+	p.removeJob(ctx, op.ID, TaskApply)
 	return true, nil
 }
 
@@ -335,7 +339,7 @@ func (p *pass) removeSettledApplies(ctx context.Context, rs runState) error {
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		if id := j.Labels[LabelOperation]; !named[id] && jobFinished(j) && j.DeletionTimestamp == nil {
-			p.removeJob(ctx, id)
+			p.removeJob(ctx, id, TaskApply)
 		}
 	}
 	return nil

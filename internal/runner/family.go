@@ -137,7 +137,18 @@ func (p *pass) currentPlan(ctx context.Context, ref *api.PlanReference) (*store.
 	if ref == nil {
 		return nil, nil
 	}
-	o, err := p.Store.GetByUID(ctx, ref.UID)
+	var o store.Object
+	var err error
+	if ref.Name != "" {
+		// By name, then by UID: one read, where a lookup by UID alone
+		// scans every stored object (the API cannot select by UID).
+		o, err = p.Store.Get(ctx, p.f.kinds().plan, p.res.namespace(), ref.Name)
+		if err == nil && o.UID != ref.UID {
+			return nil, nil // another plan of that name: the one named is gone
+		}
+	} else {
+		o, err = p.Store.GetByUID(ctx, ref.UID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
