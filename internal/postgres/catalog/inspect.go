@@ -399,15 +399,17 @@ func (in *inspector) addColumn(r *relation, attnum int16, c Column) {
 }
 
 func (in *inspector) readConstraints() error {
-	var oid, index uint32
+	var oid, relid, index uint32
 	var c Constraint
 	var contype string
+	var keys []int16
 	var hasRef bool
 	var ref ObjectName
-	dest := []any{&oid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
-		&c.Columns, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Parent, &c.Comment}
+	dest := []any{&oid, &relid, &index, &c.Schema, &c.Table, &c.Name, &contype, &c.Definition, &c.Deferrable, &c.Deferred,
+		&keys, &hasRef, &ref.Schema, &ref.Name, &c.Invalid, &c.Parent, &c.Comment}
 	return in.each("constraints", constraintsQuery, dest, func() error {
 		c.Type = ConstraintType(contype)
+		c.Columns = in.keyNames(relid, keys)
 		c.RefTable = nil
 		if hasRef {
 			r := ref
@@ -422,6 +424,29 @@ func (in *inspector) readConstraints() error {
 		}
 		return nil
 	})
+}
+
+// systemColumns are the names of the system columns, by attnum: a CHECK
+// constraint may use tableoid.
+var systemColumns = map[int16]string{-1: "ctid", -2: "xmin", -3: "cmin", -4: "xmax", -5: "cmax", -6: "tableoid"}
+
+// keyNames names a constraint's conkey attnums after the columns of table
+// relid, read before; an attnum that names no column (an exclusion
+// constraint's expression, 0) is left out, as a join with pg_attribute
+// would. The list is never nil.
+func (in *inspector) keyNames(relid uint32, keys []int16) []string {
+	names := make([]string, 0, len(keys))
+	r := in.rels[relid]
+	for _, k := range keys {
+		name, ok := systemColumns[k]
+		if k > 0 && r != nil {
+			name, ok = r.columns[k]
+		}
+		if ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func (in *inspector) readIndexes() error {
