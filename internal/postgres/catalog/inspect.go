@@ -310,10 +310,9 @@ func (in *inspector) readTables() error {
 	var isPartition bool
 	var parent ObjectName
 	dest := []any{&oid, &rowType, &rowArray, &t.Schema, &t.Name, &t.Unlogged, &t.PartitionKey, &isPartition, &parent.Schema, &parent.Name,
-		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn, &t.ColumnSettings,
+		&t.PartitionBound, &t.Options, &t.ReplicaIdentity, &t.ReplicaIndex, &t.ClusterOn,
 		&t.RowSecurity, &t.ForceRowSecurity, &t.Comment}
 	return in.each("tables", tablesQuery, dest, func() error {
-		t.ColumnSettings = nilIfEmpty(t.ColumnSettings)
 		t.PartitionOf = nil
 		if isPartition {
 			p := parent
@@ -322,7 +321,6 @@ func (in *inspector) readTables() error {
 		// Options keep PostgreSQL's stored order, which pg_dump shows; the
 		// diff compares them as a set.
 		in.m.Tables = append(in.m.Tables, t)
-		t.ColumnSettings = nil // json decoding would reuse its array for the next row
 		r := in.newRelation(oid, t.ID())
 		r.columns, r.tableAt = map[int16]string{}, len(in.m.Tables)-1
 		in.addType(rowType, rowArray, t.ID())
@@ -334,11 +332,9 @@ func (in *inspector) readViews() error {
 	var oid, rowType, rowArray, rule uint32
 	var v View
 	dest := []any{&oid, &rowType, &rowArray, &rule, &v.Schema, &v.Name, &v.Materialized, &v.Definition, &v.Options,
-		&v.WithNoData, &v.ClusterOn, &v.ColumnSettings, &v.Comment}
+		&v.WithNoData, &v.ClusterOn, &v.Comment}
 	return in.each("views", viewsQuery, dest, func() error {
-		v.ColumnSettings = nilIfEmpty(v.ColumnSettings)
 		in.m.Views = append(in.m.Views, v)
-		v.ColumnSettings = nil // json decoding would reuse its array for the next row
 		in.newRelation(oid, v.ID()).viewAt = len(in.m.Views) - 1
 		in.addType(rowType, rowArray, v.ID())
 		// A view's query is its _RETURN rule: what the rule uses, the view uses.
@@ -348,7 +344,7 @@ func (in *inspector) readViews() error {
 }
 
 // readColumns fills the columns of the tables, views and composite types
-// already read.
+// already read, and the ColumnSettings of the tables and views.
 func (in *inspector) readColumns() error {
 	var relid, defaultOID uint32
 	var attnum int16
@@ -356,11 +352,16 @@ func (in *inspector) readColumns() error {
 	var hasIdentitySeq bool
 	var o SequenceOptions
 	var notNullName, generated string
+	var settings *ColumnSettings
 	dest := []any{&relid, &attnum, &defaultOID, &c.Name, &c.Type, &c.Collation, &c.NotNull, &notNullName, &c.Default, &generated,
 		&c.Identity, &hasIdentitySeq, &o.Type, &o.Start, &o.Increment, &o.Min, &o.Max, &o.Cache, &o.Cycle,
-		&c.IdentityLastValue, &c.IdentitySequence, &c.Comment}
+		&c.IdentityLastValue, &c.IdentitySequence, &c.Comment, &settings}
 	return in.each("columns", columnsQuery(in.version), dest, func() error {
 		r := in.rels[relid]
+		if settings != nil && r != nil {
+			in.addColumnSettings(r, *settings)
+		}
+		settings = nil // json decoding would reuse it for the next row
 		if r == nil {
 			return nil
 		}
@@ -395,6 +396,19 @@ func (in *inspector) addColumn(r *relation, attnum int16, c Column) {
 	case r.compositeAt >= 0:
 		ct := &in.m.Composites[r.compositeAt]
 		ct.Attributes = append(ct.Attributes, Attribute{Name: c.Name, Type: c.Type, Collation: c.Collation, Comment: c.Comment})
+	}
+}
+
+// addColumnSettings adds the settings of a column of r, in attnum order,
+// when r is a table or view (a composite type's are not modeled).
+func (in *inspector) addColumnSettings(r *relation, s ColumnSettings) {
+	switch {
+	case r.tableAt >= 0:
+		t := &in.m.Tables[r.tableAt]
+		t.ColumnSettings = append(t.ColumnSettings, s)
+	case r.viewAt >= 0:
+		v := &in.m.Views[r.viewAt]
+		v.ColumnSettings = append(v.ColumnSettings, s)
 	}
 }
 

@@ -42,22 +42,21 @@ func storageWord(letter string) string {
 	return `CASE ` + letter + ` WHEN 'p' THEN 'PLAIN' WHEN 'e' THEN 'EXTERNAL' WHEN 'm' THEN 'MAIN' ELSE 'EXTENDED' END`
 }
 
-// columnSettings is a JSON array of the ColumnSettings of relation rel's
-// columns whose settings are not the defaults (inherited columns included).
-// attstattarget is NULL for the default from PostgreSQL 17 on, -1 before.
-func columnSettings(rel string) string {
-	return `COALESCE((SELECT json_agg(json_build_object(
+// columnSettings is, as JSON, the ColumnSettings of column a (of type t)
+// when they are not the defaults, else NULL. They are read with the
+// columns, which scan every column of the managed relations anyway: a
+// subquery per table and view was most of the tables query's time at
+// 1,000 tables. attstattarget is NULL for the default from PostgreSQL 17
+// on, -1 before.
+var columnSettings = `CASE WHEN a.attstorage <> t.typstorage OR a.attcompression IN ('p', 'l')
+		OR COALESCE(a.attstattarget, -1) <> -1 OR cardinality(a.attoptions) > 0
+	THEN json_build_object(
 		'Column', a.attname,
 		'Storage', CASE WHEN a.attstorage = t.typstorage THEN '' ELSE ` + storageWord("a.attstorage") + ` END,
 		'DefaultStorage', ` + storageWord("t.typstorage") + `,
 		'Compression', CASE a.attcompression WHEN 'p' THEN 'pglz' WHEN 'l' THEN 'lz4' ELSE '' END,
 		'Statistics', COALESCE(a.attstattarget, -1),
-		'Options', COALESCE(a.attoptions, '{}')) ORDER BY a.attnum)
-	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-	WHERE a.attrelid = ` + rel + ` AND a.attnum > 0 AND NOT a.attisdropped
-		AND (a.attstorage <> t.typstorage OR a.attcompression IN ('p', 'l')
-			OR COALESCE(a.attstattarget, -1) <> -1 OR cardinality(a.attoptions) > 0)), '[]')`
-}
+		'Options', COALESCE(a.attoptions, '{}')) END`
 
 // relOptions are the reloptions of relation c, then those of its TOAST
 // table (aliased toast), prefixed "toast." as ALTER TABLE ... SET takes them.
@@ -175,7 +174,7 @@ SELECT c.oid, c.reltype, rt.typarray, n.nspname, c.relname, c.relpersistence = '
 		WHEN 'i' THEN CASE WHEN ` + indexFlagged("indisreplident") + ` = '' THEN 'NOTHING' ELSE 'USING INDEX' END
 		ELSE '' END,
 	CASE WHEN c.relreplident = 'i' THEN ` + indexFlagged("indisreplident") + ` ELSE '' END,
-	` + indexFlagged("indisclustered") + `, ` + columnSettings("c.oid") + `,
+	` + indexFlagged("indisclustered") + `,
 	c.relrowsecurity, c.relforcerowsecurity,
 	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
@@ -192,7 +191,7 @@ SELECT c.oid, c.reltype, rt.typarray,
 	COALESCE((SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename = '_RETURN'), 0),
 	n.nspname, c.relname, c.relkind = 'm', pg_get_viewdef(c.oid),
 	` + relOptions + `, NOT c.relispopulated, ` + indexFlagged("indisclustered") + `,
-	` + columnSettings("c.oid") + `, ` + commentOn("pg_class", "c.oid", "0") + `
+	` + commentOn("pg_class", "c.oid", "0") + `
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type rt ON rt.oid = c.reltype
@@ -209,7 +208,9 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('v', 'm') AND ` + notExtensionMember
 // pg_depend probe for every column, which was about half the query's time at
 // 1,000 tables. attgenerated is 's' (STORED) or, from
 // PostgreSQL 18 on, 'v' (VIRTUAL). From 18 on, a NOT NULL is a
-// pg_constraint row whose name is read too, unless it is inherited.
+// pg_constraint row whose name is read too, unless it is inherited. The
+// last column is the column's settings, for a table's or materialized
+// view's ColumnSettings.
 func columnsQuery(version int) string {
 	notNullName, notNullJoin := `''`, ``
 	if version >= 180000 {
@@ -227,7 +228,7 @@ SELECT a.attrelid, a.attnum, COALESCE(ad.oid, 0), a.attname, format_type(a.attty
 	a.attnotnull, ` + notNullName + `, COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attgenerated::text,
 	a.attidentity::text, s.seqrelid IS NOT NULL, ` + sequenceOptions + `, ` + lastValue("s.seqrelid") + `,
 	COALESCE(s.relname::text, ''),
-	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `
+	` + commentOn("pg_class", "a.attrelid", "a.attnum") + `, ` + columnSettings + `
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
