@@ -349,8 +349,9 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND ` + notExtensionMember
 // rewrite rule, a column default, an array type, ...), and drops the rest.
 // The catalogs' names come from a join with pg_class rather than a
 // regclass cast per row, and duplicate rows are left to the model's own
-// sort, which removes them (sortModel): on 1,000 tables that takes the
-// query from about 80 ms to about 15.
+// sort, which removes them (sortModel): at 1,000 tables that takes the
+// query's backend CPU time from about 45 ms to 20, on a new session as on
+// warm caches.
 const depsQuery = `
 WITH catalogs AS (
 	SELECT c.oid, c.relname::text AS name FROM pg_class c
