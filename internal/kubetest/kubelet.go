@@ -96,7 +96,7 @@ func (k *Kubelet) Serve(ctx context.Context, failed func(error)) {
 				go func() {
 					defer func() { <-slots; running.Done() }()
 					if err := k.runJob(ctx, job); err != nil && ctx.Err() == nil {
-						failed(fmt.Errorf("Job %s/%s: %w", job.Namespace, job.Name, err))
+						failed(fmt.Errorf("running the Pod of Job %s/%s: %w", job.Namespace, job.Name, err))
 					}
 				}()
 				if k.Parallel <= 1 {
