@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,8 +59,78 @@ func Catalog(ctx context.Context, env *Env) ([]Row, error) {
 		rows = append(rows, Row{Section: "catalog", What: fmt.Sprintf("inspection, %s tables (new session)", Count(n)),
 			Value: Seconds(Median(samples[0])), Ratio: ratio, Versus: "pg_dump --schema-only (" + Seconds(Median(samples[1])) + ")",
 			Target: "<= 0.25x pg_dump", Met: Met(ratio <= 0.25)})
+		slowest, err := slowestQueries(ctx, url, env.Runs, 5)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range slowest {
+			rows = append(rows, Row{Section: "catalog", What: fmt.Sprintf("  query %q, %s tables (new session)", q.name, Count(n)),
+				Value: fmt.Sprintf("%.0f ms", q.median.Seconds()*1000)})
+		}
 	}
 	return rows, nil
+}
+
+// queryTimer times each query a session sends, by the name its first line
+// gives it (catalog.QueryNamePrefix).
+type queryTimer struct {
+	began time.Time
+	name  string
+	took  map[string][]time.Duration
+}
+
+func (q *queryTimer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	q.name = "other"
+	if rest, ok := strings.CutPrefix(data.SQL, catalog.QueryNamePrefix); ok {
+		q.name, _, _ = strings.Cut(rest, "\n")
+	}
+	q.began = time.Now()
+	return ctx
+}
+
+func (q *queryTimer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {
+	q.took[q.name] = append(q.took[q.name], time.Since(q.began))
+}
+
+type queryTime struct {
+	name   string
+	median time.Duration
+}
+
+// slowestQueries inspects the database at url runs times, each on a new
+// session, and returns the top queries by their median time (from sending
+// to the last row read).
+func slowestQueries(ctx context.Context, url string, runs, top int) ([]queryTime, error) {
+	timer := &queryTimer{took: map[string][]time.Duration{}}
+	for range runs {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tracer = timer
+		conn, err := postgres.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		_, err = catalog.Inspect(ctx, conn, []string{"public"})
+		conn.Close(context.Background())
+		if err != nil {
+			return nil, err
+		}
+	}
+	var out []queryTime
+	for name, ds := range timer.took {
+		if name == "other" {
+			continue // connecting, the snapshot, the server's version
+		}
+		samples := make([]Sample, len(ds))
+		for i, d := range ds {
+			samples[i] = Sample{Wall: d}
+		}
+		out = append(out, queryTime{name, Median(samples)})
+	}
+	slices.SortFunc(out, func(a, b queryTime) int { return cmp.Compare(b.median, a.median) })
+	return out[:min(top, len(out))], nil
 }
 
 // queryCounter counts the queries a session sends.

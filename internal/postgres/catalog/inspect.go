@@ -163,7 +163,7 @@ func (in *inspector) run(opts InspectOptions) error {
 // each runs one catalog query (with the managed schemas as $1) and calls fn
 // after scanning each row into dest.
 func (in *inspector) each(what, sql string, dest []any, fn func() error) error {
-	rows, err := in.conn.Query(in.ctx, sql, in.schemas)
+	rows, err := in.conn.Query(in.ctx, named(what, sql), in.schemas)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", what, err)
 	}
@@ -172,6 +172,14 @@ func (in *inspector) each(what, sql string, dest []any, fn func() error) error {
 	}
 	return nil
 }
+
+// QueryNamePrefix begins every catalog query ptah sends, on a line of its
+// own, followed by what the query reads: so that pg_stat_activity, the
+// server's log and a tracer name each one.
+const QueryNamePrefix = "-- ptah: "
+
+// named is sql, named what (QueryNamePrefix).
+func named(what, sql string) string { return QueryNamePrefix + what + "\n" + sql }
 
 // addType records the pg_type rows of object id: its own type (for a table
 // or view, its row type) and that type's array type.

@@ -12,7 +12,7 @@ import (
 // between objects of the model, and adds each object's dependency on its
 // schema.
 func (in *inspector) readDeps() error {
-	rows, err := in.conn.Query(in.ctx, depsQuery)
+	rows, err := in.conn.Query(in.ctx, named("dependencies", depsQuery))
 	if err != nil {
 		return fmt.Errorf("reading dependencies: %w", err)
 	}
@@ -68,7 +68,7 @@ func (in *inspector) readOutside(c outsideCandidates) error {
 	for _, s := range in.schemas {
 		managed[s] = true
 	}
-	rows, err := in.conn.Query(in.ctx, outsideQuery, c.catalogs, c.oids, c.subs)
+	rows, err := in.conn.Query(in.ctx, named("objects outside the schemas", outsideQuery), c.catalogs, c.oids, c.subs)
 	if err != nil {
 		return fmt.Errorf("reading objects outside the managed schemas: %w", err)
 	}
