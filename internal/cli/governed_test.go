@@ -380,7 +380,15 @@ func TestApplyShowsEachStatement(t *testing.T) {
 			if code := a.run(context.Background(), []string{"apply", "-f", p.file}); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
-			out := strings.ReplaceAll(stderr.String(), "\r\x1b[K", "\n")
+			// What a terminal shows: of each line, what its last redraw
+			// left (a statement that runs a while is redrawn as its time
+			// ticks).
+			var shown []string
+			for _, l := range strings.Split(stderr.String(), "\n") {
+				redraws := strings.Split(l, "\r\x1b[K")
+				shown = append(shown, redraws[len(redraws)-1])
+			}
+			out := strings.Join(shown, "\n")
 			var steps []string
 			for _, m := range line.FindAllStringSubmatch(out, -1) {
 				steps = append(steps, m[1])
