@@ -165,6 +165,7 @@ func Controller(ctx context.Context, env *Env) ([]Row, error) {
 	managerWrites, jobWrites := writes.by[managerUser], writes.by[plannerUser]
 	perResource := float64(managerWrites+jobWrites) / total
 	env.Logf("controller: the manager's writes by resource: %s; the Jobs': %s", writes.kinds[managerUser], writes.kinds[plannerUser])
+	env.Logf("controller: the manager's reads by resource: %s", writes.readKinds[managerUser])
 	what := fmt.Sprintf("%d resources (%d PtahSchema, %d PtahMigration)", 2*n, n, n)
 	return []Row{
 		{Section: "controller", What: what + " cold to InSync", Value: Seconds(took),
@@ -508,11 +509,13 @@ func sumCounter(r io.Reader, name string) (float64, error) {
 }
 
 // writes are the API server's audited writes, counted by user and, per
-// user, by resource and verb; reads its reads (get, list) by user.
+// user, by resource and verb (kinds); reads its reads (get, list) by user,
+// and per user by resource and verb (readKinds).
 type writes struct {
-	by    map[string]int
-	reads map[string]int
-	kinds map[string]string
+	by        map[string]int
+	reads     map[string]int
+	kinds     map[string]string
+	readKinds map[string]string
 }
 
 // countWrites reads the audit log: each write's ResponseComplete event.
@@ -522,8 +525,8 @@ func countWrites(path string) (writes, error) {
 		return writes{}, err
 	}
 	defer f.Close()
-	w := writes{by: map[string]int{}, reads: map[string]int{}, kinds: map[string]string{}}
-	detail := map[string]map[string]int{}
+	w := writes{by: map[string]int{}, reads: map[string]int{}, kinds: map[string]string{}, readKinds: map[string]string{}}
+	detail, readDetail := map[string]map[string]int{}, map[string]map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -545,28 +548,32 @@ func countWrites(path string) (writes, error) {
 			continue
 		}
 		u := ev.User.Username
-		if ev.Verb == "get" || ev.Verb == "list" {
-			w.reads[u]++
-			continue
-		}
-		w.by[u]++
-		if detail[u] == nil {
-			detail[u] = map[string]int{}
-		}
 		what := ev.Verb + " " + ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			what += "/" + ev.ObjectRef.Subresource
 		}
-		detail[u][what]++
-	}
-	for u, d := range detail {
-		var parts []string
-		for what, n := range d {
-			parts = append(parts, fmt.Sprintf("%s %d", what, n))
+		counts, d := w.by, detail
+		if ev.Verb == "get" || ev.Verb == "list" {
+			counts, d = w.reads, readDetail
 		}
-		slices.Sort(parts)
-		w.kinds[u] = strings.Join(parts, ", ")
+		counts[u]++
+		if d[u] == nil {
+			d[u] = map[string]int{}
+		}
+		d[u][what]++
 	}
+	summarize := func(detail map[string]map[string]int, into map[string]string) {
+		for u, d := range detail {
+			var parts []string
+			for what, n := range d {
+				parts = append(parts, fmt.Sprintf("%s %d", what, n))
+			}
+			slices.Sort(parts)
+			into[u] = strings.Join(parts, ", ")
+		}
+	}
+	summarize(detail, w.kinds)
+	summarize(readDetail, w.readKinds)
 	return w, sc.Err()
 }
 

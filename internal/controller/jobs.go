@@ -19,16 +19,24 @@ import (
 
 // How a plan reaches the Pod that runs it. A termination message holds at
 // most 4 KiB and an API object about 1.5 MiB, while a plan can be
-// megabytes, and SQL must not pass through Pod logs or arguments: the
-// manager splits the plan's JSON into immutable ConfigMaps of at most
-// ChunkBytes each, mounted read-only into the Pod, and passes the digest of
-// the whole; ptah exec reassembles the parts in order and refuses anything
-// that does not hash to it. A plan over MaxPlanBytes is refused before any
-// Job exists.
+// megabytes, and SQL must not pass through Pod logs or arguments. A plan
+// of at most InlinePlanBytes (every reading's request, most applies')
+// travels in the Job itself: an annotation of its Pod template, which the
+// downward API mounts read-only as the plan's one part, so that a Job is
+// one object to create and one to delete. A larger plan is split into
+// immutable ConfigMaps of at most ChunkBytes each, mounted read-only into
+// the Pod. Either way the manager passes the digest of the whole; ptah
+// exec reassembles the parts in order and refuses anything that does not
+// hash to it. A plan over MaxPlanBytes is refused before any Job exists.
 const (
-	ChunkBytes   = 1 << 20 // 1 MiB of plan per ConfigMap, under the API's object limit
-	MaxChunks    = 16
-	MaxPlanBytes = ChunkBytes * MaxChunks // 16 MiB
+	// InlinePlanBytes is the largest plan carried in the Job: half of the
+	// 256 KiB the API server allows a Pod's annotations all together.
+	InlinePlanBytes = 128 << 10
+	// AnnotationPlan holds an inline plan on the Job's Pod template.
+	AnnotationPlan = "ptah.run/plan"
+	ChunkBytes     = 1 << 20 // 1 MiB of plan per ConfigMap, under the API's object limit
+	MaxChunks      = 16
+	MaxPlanBytes   = ChunkBytes * MaxChunks // 16 MiB
 	// MaxPlanObjectBytes bounds the spec of a plan object in a cluster,
 	// published whole (approvals bind its UID): one API object, under the
 	// API server's limit of about 1.5 MiB with its metadata. It is the
@@ -85,6 +93,10 @@ func SplitPlan(plan []byte) (PlanParts, error) {
 	}
 	return PlanParts{Digest: p.Digest, Parts: append(p.Parts, plan)}, nil
 }
+
+// Inline: the plan travels in its Job (InlinePlanBytes), not in
+// ConfigMaps of its own.
+func (p PlanParts) Inline() bool { return len(p.Parts) == 1 && len(p.Parts[0]) <= InlinePlanBytes }
 
 // partFile names part i in the Pod: names that sort in order.
 func partFile(i int) string { return fmt.Sprintf("part-%02d", i) }
@@ -166,8 +178,12 @@ func PartsName(resourceUID, operationID string, i int) string {
 	return JobName(resourceUID, operationID) + "-" + strconv.Itoa(i)
 }
 
-// PlanConfigMaps are the immutable ConfigMaps carrying the plan's parts.
+// PlanConfigMaps are the immutable ConfigMaps carrying the plan's parts:
+// none for a plan its Job carries (PlanParts.Inline).
 func PlanConfigMaps(r ExecRequest) []*corev1.ConfigMap {
+	if r.Plan.Inline() {
+		return nil
+	}
 	out := make([]*corev1.ConfigMap, len(r.Plan.Parts))
 	for i, part := range r.Plan.Parts {
 		immutable := true
@@ -185,7 +201,7 @@ func PlanConfigMaps(r ExecRequest) []*corev1.ConfigMap {
 // BuildJob is the Job that runs one operation: exactly once (no retries,
 // no restarts), as a non-root user with a read-only root filesystem and no
 // ServiceAccount token, the database URL in its environment from the
-// Secret, the plan mounted from its ConfigMaps.
+// Secret, the plan mounted from its own annotation or its ConfigMaps.
 func BuildJob(r ExecRequest) *batchv1.Job {
 	name := JobName(r.ResourceUID, r.OperationID)
 	noRetry := int32(0)
@@ -195,7 +211,13 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 	// itself enforces, never before it.
 	active := int64(r.Deadline.Sub(r.Now)/time.Second) + 60
 	var sources []corev1.VolumeProjection
-	for i := range r.Plan.Parts {
+	var annotations map[string]string
+	if r.Plan.Inline() {
+		annotations = map[string]string{AnnotationPlan: string(r.Plan.Parts[0])}
+		sources = []corev1.VolumeProjection{{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+			Path: partFile(0), FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationPlan + "']"}}}}}}
+	}
+	for i := 0; i < len(r.Plan.Parts) && !r.Plan.Inline(); i++ {
 		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
 			LocalObjectReference: corev1.LocalObjectReference{Name: PartsName(r.ResourceUID, r.OperationID, i)}}})
 	}
@@ -235,7 +257,7 @@ func BuildJob(r ExecRequest) *batchv1.Job {
 			BackoffLimit:          &noRetry,
 			ActiveDeadlineSeconds: &active,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					ServiceAccountName:           r.ServiceAccount,

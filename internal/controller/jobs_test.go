@@ -174,6 +174,53 @@ func TestJobAndPlanAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 }
 
+// A plan of at most InlinePlanBytes travels in its Job: no ConfigMap, the
+// plan an annotation of the Pod template that the downward API mounts as
+// its one part; one byte more, and it travels in a ConfigMap. The API
+// server takes the largest Job so built (a Pod's annotations may hold 256
+// KiB in all).
+func TestASmallPlanTravelsInItsJob(t *testing.T) {
+	e := kubetest.Shared(t)
+	ctx := context.Background()
+	ns := e.Namespace(t)
+	owner := &api.PtahSchema{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: api.PtahSchemaSpec{Source: api.Source{Path: "schema"}}}
+	if err := e.Client.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	r := request(t, ns, planOf(InlinePlanBytes))
+	r.ResourceKind, r.ResourceUID = api.KindPtahSchema, string(owner.UID)
+	j := BuildJob(r)
+	if cms := PlanConfigMaps(r); len(cms) != 0 {
+		t.Fatalf("%d ConfigMaps for a plan its Job carries", len(cms))
+	}
+	if got := j.Spec.Template.Annotations[AnnotationPlan]; got != string(r.Plan.Parts[0]) {
+		t.Fatalf("the Pod template's annotation holds %d bytes, want the plan's %d", len(got), len(r.Plan.Parts[0]))
+	}
+	v := j.Spec.Template.Spec.Volumes[0]
+	if v.Projected == nil || len(v.Projected.Sources) != 1 || v.Projected.Sources[0].DownwardAPI == nil {
+		t.Fatalf("the plan's volume: %+v; want the downward API alone", v)
+	}
+	item := v.Projected.Sources[0].DownwardAPI.Items[0]
+	if item.Path != partFile(0) || item.FieldRef.FieldPath != "metadata.annotations['"+AnnotationPlan+"']" {
+		t.Errorf("the plan's file: %+v", item)
+	}
+	if err := e.Client.Create(ctx, j); err != nil {
+		t.Fatalf("the API server refused a Job carrying %d bytes of plan: %v", InlinePlanBytes, err)
+	}
+
+	r = request(t, ns, planOf(InlinePlanBytes+1))
+	r.ResourceKind, r.ResourceUID, r.OperationID = api.KindPtahSchema, string(owner.UID), "op-2"
+	j = BuildJob(r)
+	if cms := PlanConfigMaps(r); len(cms) != 1 || len(j.Spec.Template.Annotations) != 0 {
+		t.Fatalf("a plan one byte over: %d ConfigMaps, annotations %d; want one ConfigMap and none", len(cms), len(j.Spec.Template.Annotations))
+	}
+	if src := j.Spec.Template.Spec.Volumes[0].Projected.Sources; len(src) != 1 || src[0].ConfigMap == nil ||
+		src[0].ConfigMap.Name != PartsName(r.ResourceUID, r.OperationID, 0) {
+		t.Errorf("a plan one byte over mounts %+v; want its ConfigMap", src)
+	}
+}
+
 // TestAPlanObjectIsBoundedByWhatTheAPIServerHolds: a reading's plan is
 // handed back, and published, as one API object: up to
 // MaxPlanObjectBytes of spec the API server takes it; a larger one is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,12 +41,22 @@ func runPtah(t *testing.T) func(ctx context.Context, c kubetest.Container) int {
 }
 
 // TestAJobRunsItsPlanOnceThroughTheAPIServer dispatches one operation the
-// way the manager does (the plan in immutable ConfigMaps, the URL in a
-// Secret, the Job), and the test kubelet runs its Pod's ptah exec against
-// a real PostgreSQL: the Job completes, the database holds the change, and
-// the Pod's termination message is the result, bound to the operation and
+// way the manager does (the plan carried in the Job, or in immutable
+// ConfigMaps when it is larger than a Job carries; the URL in a Secret),
+// and the test kubelet runs its Pod's ptah exec against a real
+// PostgreSQL: the Job completes, the database holds the change, and the
+// Pod's termination message is the result, bound to the operation and
 // the plan's digest.
 func TestAJobRunsItsPlanOnceThroughTheAPIServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pad  int // bytes of comment in the plan's statement
+	}{{"carried in the Job", 0}, {"in ConfigMaps", controller.InlinePlanBytes}} {
+		t.Run(tc.name, func(t *testing.T) { runOneJob(t, tc.pad) })
+	}
+}
+
+func runOneJob(t *testing.T, pad int) {
 	e := kubetest.Shared(t)
 	ctx := context.Background()
 	ns := e.Namespace(t)
@@ -62,7 +73,7 @@ func TestAJobRunsItsPlanOnceThroughTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := api.PtahSchemaPlanSpec{Schema: api.ObjectReference{Name: "app", UID: string(owner.UID)}, LockTimeout: "5s",
-		Statements: []api.PlanStatement{{SQL: "CREATE TABLE public.accounts (id bigint PRIMARY KEY)"}},
+		Statements: []api.PlanStatement{{SQL: "CREATE TABLE public.accounts (id bigint PRIMARY KEY)" + comment(pad)}},
 		Phases:     []api.PlanPhase{{Statements: 1}}}
 	spec.Fingerprint = engine.PlanFingerprint(spec)
 	payload, _ := json.Marshal(controller.Payload{OperationID: "op-1", Resource: "app", CoordinationDigest: "sha256:c1",
@@ -70,6 +81,9 @@ func TestAJobRunsItsPlanOnceThroughTheAPIServer(t *testing.T) {
 	parts, err := controller.SplitPlan(payload)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if parts.Inline() != (pad == 0) {
+		t.Fatalf("a plan of %d bytes: carried in its Job %v", len(payload), parts.Inline())
 	}
 	now := time.Now()
 	r := controller.ExecRequest{Namespace: ns, ResourceKind: api.KindPtahSchema, ResourceName: "app", ResourceUID: string(owner.UID),
@@ -121,4 +135,12 @@ func TestAJobRunsItsPlanOnceThroughTheAPIServer(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT to_regclass('public.accounts') IS NOT NULL").Scan(&exists); err != nil || !exists {
 		t.Errorf("the plan did not run: %v %v", exists, err)
 	}
+}
+
+// comment is an SQL comment of about n bytes ("" for 0).
+func comment(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return "\n-- " + strings.Repeat("x", n)
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -711,18 +711,27 @@ func (c *cluster) recordByHand(version, name, text string) {
 	}
 }
 
-// orphaned does what the garbage collector, which envtest lacks, does for
-// a Job deleted with orphan propagation: it lets the Job go and leaves its
-// Pod.
+// orphaned waits for what the garbage collector (the test kubelet's, see
+// kubetest.Kubelet) does for a Job deleted with orphan propagation: the
+// Job goes and its Pod stays, owned by nothing.
 func (c *cluster) orphaned(job *batchv1.Job) {
 	c.t.Helper()
 	ctx := context.Background()
-	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
-		c.t.Fatal(err)
-	}
-	job.Finalizers = slices.DeleteFunc(job.Finalizers, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
-	if err := c.e.Client.Update(ctx, job); err != nil {
-		c.t.Fatal(err)
+	deadline := time.Now().Add(settleWithin)
+	for {
+		var pod corev1.Pod
+		podErr := c.e.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Name + "-pod"}, &pod)
+		jobErr := c.e.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		if podErr != nil {
+			c.t.Fatalf("the orphaned Pod of Job %s: %v", job.Name, podErr)
+		}
+		if apierrors.IsNotFound(jobErr) && len(pod.OwnerReferences) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("Job %s deleted with orphan propagation: still there (%v), its Pod owned by %+v", job.Name, jobErr, pod.OwnerReferences)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

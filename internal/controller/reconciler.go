@@ -294,7 +294,7 @@ func (p *pass) finishDeletion(ctx context.Context, live client.Object) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	for id := range rs.namedOperations() {
-		p.removeJob(ctx, id, "")
+		p.removeJob(ctx, id, "", partsUnknown)
 	}
 	return ctrl.Result{}, p.releaseDeletion(ctx, live)
 }
@@ -519,23 +519,34 @@ func (p *pass) write(ctx context.Context, st any) error {
 		reason = after.Reason
 	}
 	blockedNow.set(p.r.Kind, p.obj.Namespace+"/"+p.obj.Name, reason)
-	if p.r.Events != nil && (after.Phase != before.Phase || after.Reason != before.Reason) && after.Reason != "" {
+	if (after.Phase != before.Phase || after.Reason != before.Reason) && after.Reason != "" {
 		kind := corev1.EventTypeNormal
 		if after.Phase == api.PhaseBlocked || after.Phase == api.PhaseFailed {
 			kind = corev1.EventTypeWarning
 		}
-		ref := p.liveObject()
-		ref.GetObjectKind().SetGroupVersionKind(api.GroupVersion.WithKind(p.r.Kind))
-		ref.SetName(p.obj.Name)
-		ref.SetNamespace(p.obj.Namespace)
-		ref.SetUID(types.UID(p.obj.UID))
-		note := after.Message
-		if len(note) > 1000 {
-			note = note[:1000]
-		}
-		p.r.Events.Eventf(ref, nil, kind, after.Reason, "Reconcile", "%s", note)
+		p.event(kind, after.Reason, after.Message)
 	}
 	return nil
+}
+
+// ReasonNewerStoredState is the Event of a pass the stored-state fence
+// refused: what a newer ptah wrote is named, and nothing is written.
+const ReasonNewerStoredState = "NewerStoredState"
+
+// event records a Kubernetes Event on the resource.
+func (p *pass) event(kind, reason, note string) {
+	if p.r.Events == nil {
+		return
+	}
+	ref := p.liveObject()
+	ref.GetObjectKind().SetGroupVersionKind(api.GroupVersion.WithKind(p.r.Kind))
+	ref.SetName(p.obj.Name)
+	ref.SetNamespace(p.obj.Namespace)
+	ref.SetUID(types.UID(p.obj.UID))
+	if len(note) > 1000 {
+		note = note[:1000]
+	}
+	p.r.Events.Eventf(ref, nil, kind, reason, "Reconcile", "%s", note)
 }
 
 func (p *pass) binding() api.ExecutionBinding {
@@ -550,6 +561,9 @@ func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d 
 	st, rs := p.records.Decided()
 	switch d.Step() {
 	case engine.StepRefuse:
+		// The status is stored state too: the refusal is told in an Event
+		// and the manager's log, and a change of spec tries again.
+		p.event(corev1.EventTypeWarning, ReasonNewerStoredState, d.Err().Error())
 		return ctrl.Result{}, true, reconcile.TerminalError(d.Err())
 	case engine.StepReleaseOwed:
 		owed := before.OwedRelease
@@ -573,7 +587,7 @@ func (p *pass) act(ctx context.Context, before runState, in engine.PassInput, d 
 		// nothing creates again, goes.
 		for id := range named {
 			if !namedIn(p.obj.Status)[id] {
-				p.removeJob(ctx, id, "")
+				p.removeJob(ctx, id, "", partsUnknown)
 			}
 		}
 		if a := d.Resolves(); a != nil {
@@ -648,7 +662,7 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 		// A reading of what the resource was (its spec, its records of
 		// runs) before it changed: its answer is not this pass's. It goes,
 		// and a reading of the resource as it is now starts.
-		p.removeJob(ctx, cur, task)
+		p.removeJob(ctx, cur, task, partsUnknown)
 		payload.OperationID = id
 		if parts, err = splitPayload(payload); err != nil {
 			return ctrl.Result{}, true, err
@@ -669,7 +683,7 @@ func (p *pass) observe(ctx context.Context, rs runState, task, id string) (ctrl.
 		// nothing: look again.
 		return ctrl.Result{RequeueAfter: censusCadence}, true, p.startJob(ctx, req)
 	}
-	defer p.removeJob(ctx, id, task)
+	defer p.removeJob(ctx, id, task, !parts.Inline())
 	if res == nil || res.Outcome != OutcomeSucceeded || res.Observation == nil {
 		return p.readingFailed(ctx, rs, id, describe(res))
 	}
@@ -741,7 +755,7 @@ func (p *pass) readingUnderWay(ctx context.Context, task string) (id, digest str
 			id, digest = j.Labels[LabelOperation], argAfter(j.Spec.Template.Spec.Containers[0].Args, "--plan-digest")
 			continue
 		}
-		p.removeJob(ctx, j.Labels[LabelOperation], task)
+		p.removeJob(ctx, j.Labels[LabelOperation], task, hasParts(&j))
 	}
 	return id, digest, nil
 }

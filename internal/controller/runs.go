@@ -198,27 +198,46 @@ func (p *pass) jobResult(ctx context.Context, id, digest string) (res *Result, e
 	return nil, ended, nil
 }
 
-// removeJob deletes an operation's Job, Pods and plan parts once its
-// result is recorded, and a reading's transport object. task is the
-// operation's task when the caller knows it ("": it does not): only an
-// observation hands its statements back in a transport object.
-func (p *pass) removeJob(ctx context.Context, id, task string) {
+// removeJob deletes an operation's Job once its result is recorded, its
+// plan's ConfigMaps when it had any (parts: false for a plan its Job
+// carried, PlanParts.Inline), and a reading's transport object. task is
+// the operation's task when the caller knows it ("": it does not): only an
+// observation hands its statements back in a transport object. The Job's
+// Pod is the garbage collector's to delete, as the Job goes in the
+// background; the Pod's label names it until then (see pods).
+func (p *pass) removeJob(ctx context.Context, id, task string, parts bool) {
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)
-	if pods, err := p.pods(ctx, id); err == nil {
-		for i := range pods {
-			_ = p.r.Client.Delete(ctx, &pods[i])
-		}
+	if parts {
+		// However many there were, in one request.
+		_ = p.r.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels{LabelOperation: id})
 	}
-	// Its parts, however many there were, in one request.
-	_ = p.r.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels{LabelOperation: id})
 	if task != "" && task != TaskObserve {
 		return
 	}
 	// By name, whatever the result said: a reading whose result was not
 	// believed may have created it all the same.
 	_ = p.r.Store.Delete(ctx, p.fam.planKind(), ns, TransportName(p.obj.Name, id), "")
+}
+
+// partsUnknown: the caller of removeJob does not know how the plan
+// travelled, so its ConfigMaps are looked for.
+const partsUnknown = true
+
+// hasParts: the Job mounts ConfigMaps of its plan's parts.
+func hasParts(job *batchv1.Job) bool {
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name != "plan" || v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ConfigMap != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dispatch writes the dispatch marker, then creates the apply's Job: a
@@ -321,7 +340,7 @@ func (p *pass) account(ctx context.Context, rs runState) (bool, error) {
 		return false, err
 	}
 	p.forget()
-	p.removeJob(ctx, op.ID, TaskApply)
+	p.removeJob(ctx, op.ID, TaskApply, !parts.Inline())
 	return true, nil
 }
 
@@ -339,7 +358,7 @@ func (p *pass) removeSettledApplies(ctx context.Context, rs runState) error {
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		if id := j.Labels[LabelOperation]; !named[id] && jobFinished(j) && j.DeletionTimestamp == nil {
-			p.removeJob(ctx, id, TaskApply)
+			p.removeJob(ctx, id, TaskApply, hasParts(j))
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -33,6 +34,7 @@ import (
 	"github.com/ptah-run/ptah/internal/kubetest"
 	"github.com/ptah-run/ptah/internal/pgtest"
 	"github.com/ptah-run/ptah/internal/source/oci/ocitest"
+	"github.com/ptah-run/ptah/internal/store/kubestore"
 	api "github.com/ptah-run/ptah/pkg/api/v1alpha1"
 )
 
@@ -915,4 +917,88 @@ func (c *cluster) stalledApply() (*api.PtahSchema, *api.Operation) {
 		return s.ActiveOperation != nil && s.ActiveOperation.DispatchedAt != nil
 	})
 	return s, st.ActiveOperation
+}
+
+// TestServeRefusesNewerStoredStateWhileItRuns: the stored-state fence is
+// part of every pass, not only of the manager's start. Once a newer ptah
+// has written an object, the next pass of a resource refuses: a Warning
+// Event names the object, and nothing is written or started (no status, no
+// Job). Once the object is gone, the resource's next change runs.
+func TestServeRefusesNewerStoredStateWhileItRuns(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	c.serve()
+	s := c.declare(map[string]string{"01_a.sql": "CREATE TABLE public.a (id bigint);\n"}, api.Policy{Apply: api.ApplyAlways})
+	c.waitFor("InSync", func(s api.PtahSchemaStatus) bool { return s.Reason == api.ReasonInSync })
+
+	newer := &api.PtahMigrationApproval{ObjectMeta: metav1.ObjectMeta{Name: "from-a-newer-ptah", Namespace: c.ns,
+		Annotations: map[string]string{kubestore.AnnotationContractVersion: fmt.Sprint(api.ContractVersion + 1)}},
+		Spec: api.PtahMigrationApprovalSpec{Plan: api.ObjectReference{Name: "m-1", UID: "u"}, Migration: "m", PlanFingerprint: "f",
+			Approver: "ana", ApprovedAt: api.NewTime(time.Now())}}
+	if err := c.e.Client.Create(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.e.Client.Delete(ctx, newer) }()
+	generation := c.respecify(s, "5m")
+	note := c.waitForEvent("app", controller.ReasonNewerStoredState)
+	if !strings.Contains(note, "PtahMigrationApproval "+c.ns+"/from-a-newer-ptah") {
+		t.Errorf("the refusal's Event: %q; want it to name the newer object", note)
+	}
+	time.Sleep(2 * time.Second) // anything the pass might wrongly do next
+	if st := c.status(); st.ObservedGeneration == generation {
+		t.Errorf("the refused pass wrote the status (observed generation %d)", st.ObservedGeneration)
+	}
+	var jobs batchv1.JobList
+	if err := c.e.Client.List(ctx, &jobs, client.InNamespace(c.ns), client.MatchingLabels{controller.LabelResourceUID: string(s.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		t.Errorf("the refused pass started Job %s (%s)", j.Name, j.Labels["app.kubernetes.io/component"])
+	}
+
+	if err := c.e.Client.Delete(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	generation = c.respecify(s, "6m")
+	c.waitFor("InSync at the new generation", func(st api.PtahSchemaStatus) bool {
+		return st.Reason == api.ReasonInSync && st.ObservedGeneration == generation
+	})
+}
+
+// respecify sets the resource's schedule interval, a change of spec that
+// wakes its reconcile, and returns its new generation.
+func (c *cluster) respecify(s *api.PtahSchema, interval string) int64 {
+	c.t.Helper()
+	ctx := context.Background()
+	var live api.PtahSchema
+	if err := c.e.Client.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+		c.t.Fatal(err)
+	}
+	live.Spec.Schedule.Interval = interval
+	if err := c.e.Client.Update(ctx, &live); err != nil {
+		c.t.Fatal(err)
+	}
+	return live.Generation
+}
+
+// waitForEvent waits for an Event of reason on the PtahSchema name, and
+// returns its note.
+func (c *cluster) waitForEvent(name, reason string) string {
+	c.t.Helper()
+	deadline := time.Now().Add(settleWithin)
+	for {
+		var events eventsv1.EventList
+		if err := c.e.Client.List(context.Background(), &events, client.InNamespace(c.ns)); err != nil {
+			c.t.Fatal(err)
+		}
+		for _, ev := range events.Items {
+			if ev.Regarding.Kind == api.KindPtahSchema && ev.Regarding.Name == name && ev.Reason == reason {
+				return ev.Note
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no %s Event on %s", reason, name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -32,11 +34,12 @@ type Container struct {
 	TerminationLog string
 }
 
-// Kubelet is a test-only stand-in for the Job controller and the kubelet,
-// which envtest has neither of: for each Job of a namespace it creates the
-// Pod, runs the Pod's container with Run (a local process, or in-process
-// code), and writes back the Pod's and the Job's status, termination
-// message included, as Kubernetes 1.37 would.
+// Kubelet is a test-only stand-in for the Job controller, the kubelet and
+// the garbage collector, which envtest has none of: for each Job of a
+// namespace it creates the Pod, runs the Pod's container with Run (a local
+// process, or in-process code), and writes back the Pod's and the Job's
+// status, termination message included, as Kubernetes 1.37 would; and it
+// collects the Pods of deleted Jobs (see collect).
 type Kubelet struct {
 	Env *Env
 	// Namespace is the namespace whose Jobs it runs ("": every namespace).
@@ -75,7 +78,12 @@ func (k *Kubelet) Serve(ctx context.Context, failed func(error)) {
 	slots := make(chan struct{}, max(k.Parallel, 1))
 	var running sync.WaitGroup
 	defer running.Wait()
-	for ctx.Err() == nil {
+	for sweep := 0; ctx.Err() == nil; sweep++ {
+		if sweep%5 == 0 {
+			if err := k.collect(ctx); err != nil && ctx.Err() == nil {
+				failed(fmt.Errorf("collecting the Pods of deleted Jobs: %w", err))
+			}
+		}
 		var jobs batchv1.JobList
 		if err := k.Env.Client.List(ctx, &jobs, client.InNamespace(k.Namespace)); err == nil {
 			for i := range jobs.Items {
@@ -123,6 +131,7 @@ func (k *Kubelet) runJob(ctx context.Context, job *batchv1.Job) error {
 	labels["batch.kubernetes.io/job-name"] = job.Name
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: labels,
+			Annotations:     job.Spec.Template.Annotations,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
@@ -170,14 +179,29 @@ func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func
 			return fail(err)
 		}
 		var maps []string
+		var fields []corev1.DownwardAPIVolumeFile
 		switch {
 		case v.ConfigMap != nil:
 			maps = []string{v.ConfigMap.Name}
+		case v.DownwardAPI != nil:
+			fields = v.DownwardAPI.Items
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
 					maps = append(maps, s.ConfigMap.Name)
 				}
+				if s.DownwardAPI != nil {
+					fields = append(fields, s.DownwardAPI.Items...)
+				}
+			}
+		}
+		for _, f := range fields {
+			value, err := fieldOf(pod, f)
+			if err != nil {
+				return fail(fmt.Errorf("volume %s: %w", v.Name, err))
+			}
+			if err := os.WriteFile(filepath.Join(host, f.Path), []byte(value), 0o444); err != nil {
+				return fail(err)
 			}
 		}
 		for _, name := range maps {
@@ -232,6 +256,92 @@ func (k *Kubelet) resolve(ctx context.Context, pod *corev1.Pod) (Container, func
 		}
 	}
 	return out, cleanup, nil
+}
+
+// fieldOf is what the downward API puts in file f of a Pod's volume: the
+// Pod's name, namespace, UID, or one of its labels or annotations.
+func fieldOf(pod *corev1.Pod, f corev1.DownwardAPIVolumeFile) (string, error) {
+	if f.FieldRef == nil {
+		return "", fmt.Errorf("file %s: only fieldRef is supported here", f.Path)
+	}
+	path := f.FieldRef.FieldPath
+	key := func(prefix string) (string, bool) {
+		if !strings.HasPrefix(path, prefix+"['") || !strings.HasSuffix(path, "']") {
+			return "", false
+		}
+		return strings.TrimSuffix(strings.TrimPrefix(path, prefix+"['"), "']"), true
+	}
+	switch {
+	case path == "metadata.name":
+		return pod.Name, nil
+	case path == "metadata.namespace":
+		return pod.Namespace, nil
+	case path == "metadata.uid":
+		return string(pod.UID), nil
+	}
+	if k, ok := key("metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+	if k, ok := key("metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+	return "", fmt.Errorf("file %s: field %q is not one this test kubelet resolves", f.Path, path)
+}
+
+// collect does the garbage collector's part for Jobs and their Pods. A Job
+// deleted with propagation Orphan (batch/v1's default) waits under the
+// orphan finalizer: its Pods lose their owner reference, then it goes. A
+// Job deleted in the background is gone at once: each Pod it owned goes
+// too, once it has ended (a real collector deletes a running Pod, which
+// stays until its container is stopped; here the container runs to its
+// end, and the Pod goes then).
+func (k *Kubelet) collect(ctx context.Context) error {
+	c := k.Env.Client
+	// Pods first: a Job listed after its Pod was is in the list unless it
+	// is gone.
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(k.Namespace)); err != nil {
+		return err
+	}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(k.Namespace)); err != nil {
+		return err
+	}
+	live := map[types.UID]bool{}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if job.DeletionTimestamp == nil || !slices.Contains(job.Finalizers, metav1.FinalizerOrphanDependents) {
+			live[job.UID] = true
+			continue
+		}
+		for j := range pods.Items {
+			pod := &pods.Items[j]
+			owned := slices.DeleteFunc(slices.Clone(pod.OwnerReferences), func(r metav1.OwnerReference) bool { return r.UID == job.UID })
+			if len(owned) == len(pod.OwnerReferences) {
+				continue
+			}
+			pod.OwnerReferences = owned
+			if err := c.Update(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("orphaning Pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+		job.Finalizers = slices.DeleteFunc(job.Finalizers, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
+		if err := c.Update(ctx, job); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("finishing the orphaning deletion of Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		ref := metav1.GetControllerOf(pod)
+		if ref == nil || ref.Kind != "Job" || live[ref.UID] || pod.DeletionTimestamp != nil ||
+			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if err := c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("collecting Pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return nil
 }
 
 // End ends the Pod of a Job that Stall left running, with the exit code
