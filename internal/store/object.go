@@ -83,14 +83,31 @@ func Ref(kind, namespace, name string) string {
 // "contractVersion" member found at any depth of the JSON documents, 0 when
 // there is none (see Object.EmbeddedContractVersion).
 func EmbeddedContractVersion(docs ...json.RawMessage) int {
+	values := make([]any, 0, len(docs))
+	for _, d := range docs {
+		var v any
+		if len(d) > 0 && json.Unmarshal(d, &v) == nil {
+			values = append(values, v)
+		}
+	}
+	return EmbeddedContractVersionIn(values...)
+}
+
+// EmbeddedContractVersionIn is EmbeddedContractVersion of documents
+// already decoded (maps, slices and numbers as encoding/json or an
+// unstructured Kubernetes object holds them: float64, int64 or int), so a
+// store that decoded them need not encode and decode them again.
+func EmbeddedContractVersionIn(values ...any) int {
 	highest := 0
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, x := range v {
-				if n, ok := x.(float64); ok && k == "contractVersion" && int(n) > highest {
-					highest = int(n)
+				if k == "contractVersion" {
+					if n, ok := integer(x); ok && n > highest {
+						highest = n
+					}
 				}
 				walk(x)
 			}
@@ -100,11 +117,21 @@ func EmbeddedContractVersion(docs ...json.RawMessage) int {
 			}
 		}
 	}
-	for _, d := range docs {
-		var v any
-		if len(d) > 0 && json.Unmarshal(d, &v) == nil {
-			walk(v)
-		}
+	for _, v := range values {
+		walk(v)
 	}
 	return highest
+}
+
+// integer is a decoded JSON number as an int (truncated, as int(float64)).
+func integer(v any) (int, bool) {
+	switch n := v.(type) {
+	case float64:
+		return int(n), true
+	case int64:
+		return int(n), true
+	case int:
+		return n, true
+	}
+	return 0, false
 }

@@ -96,7 +96,7 @@ func (s *Store) Get(ctx context.Context, kind, namespace, name string) (store.Ob
 	if err != nil {
 		return store.Object{}, fmt.Errorf("reading %s: %w", store.Ref(kind, namespace, name), err)
 	}
-	return toObject(u)
+	return toObject(u, true)
 }
 
 func (s *Store) get(ctx context.Context, kind, namespace, name string) (*unstructured.Unstructured, error) {
@@ -155,12 +155,9 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) ([]store.Objec
 			return nil, fmt.Errorf("listing %s: %w", kind, classify(err))
 		}
 		for i := range l.Items {
-			o, err := toObject(&l.Items[i])
+			o, err := toObject(&l.Items[i], !opts.MetadataOnly)
 			if err != nil {
 				return nil, err
-			}
-			if opts.MetadataOnly {
-				o.Spec, o.Status = nil, nil
 			}
 			out = append(out, o)
 		}
@@ -194,7 +191,7 @@ func (s *Store) Create(ctx context.Context, obj store.Object) (store.Object, err
 	if err := s.c.Create(ctx, u); err != nil {
 		return store.Object{}, fmt.Errorf("creating %s: %w", ref, classify(err))
 	}
-	return toObject(u)
+	return toObject(u, true)
 }
 
 // Update implements store.Store.
@@ -216,7 +213,7 @@ func (s *Store) Update(ctx context.Context, obj store.Object) (store.Object, err
 	if err != nil {
 		return store.Object{}, fmt.Errorf("updating %s: %w", ref, err)
 	}
-	return toObject(u)
+	return toObject(u, true)
 }
 
 // UpdateStatus implements store.Store.
@@ -235,7 +232,7 @@ func (s *Store) UpdateStatus(ctx context.Context, obj store.Object) (store.Objec
 	if err != nil {
 		return store.Object{}, fmt.Errorf("updating the status of %s: %w", ref, err)
 	}
-	return toObject(u)
+	return toObject(u, true)
 }
 
 // Delete implements store.Store.
@@ -279,7 +276,7 @@ func (s *Store) current(ctx context.Context, obj store.Object) (*unstructured.Un
 	if err != nil {
 		return nil, store.Object{}, err
 	}
-	cur, err := toObject(u)
+	cur, err := toObject(u, true)
 	switch {
 	case err != nil:
 		return nil, store.Object{}, err
@@ -345,7 +342,7 @@ func setStatus(u *unstructured.Unstructured, obj store.Object) error {
 }
 
 // toObject reads a custom resource as a store object.
-func toObject(u *unstructured.Unstructured) (store.Object, error) {
+func toObject(u *unstructured.Unstructured, bodies bool) (store.Object, error) {
 	ref := store.Ref(u.GetKind(), u.GetNamespace(), u.GetName())
 	rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	if err != nil {
@@ -375,24 +372,28 @@ func toObject(u *unstructured.Unstructured) (store.Object, error) {
 		}
 		o.ContractVersion = n
 	}
-	if spec, ok := u.Object["spec"]; ok && spec != nil {
+	// The bodies are encoded for the caller only when it wants them; the
+	// contract versions they embed are read from them as decoded.
+	spec := u.Object["spec"]
+	if spec != nil && bodies {
 		if o.Spec, err = json.Marshal(spec); err != nil {
 			return store.Object{}, fmt.Errorf("reading %s: %w", ref, err)
 		}
 	}
-	if status, ok := u.Object["status"].(map[string]any); ok {
-		status = maps.Clone(status)
+	var status map[string]any
+	if s, ok := u.Object["status"].(map[string]any); ok {
+		status = maps.Clone(s)
 		if n, ok := number(status[statusContractVersion]); ok && n > o.ContractVersion {
 			o.ContractVersion = n
 		}
 		delete(status, statusContractVersion)
-		if len(status) > 0 {
+		if len(status) > 0 && bodies {
 			if o.Status, err = json.Marshal(status); err != nil {
 				return store.Object{}, fmt.Errorf("reading %s: %w", ref, err)
 			}
 		}
 	}
-	o.EmbeddedContractVersion = store.EmbeddedContractVersion(o.Spec, o.Status)
+	o.EmbeddedContractVersion = store.EmbeddedContractVersionIn(spec, status)
 	return o, nil
 }
 
