@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -171,6 +172,8 @@ type pass struct {
 	// own contract version); what others write meanwhile, the next pass
 	// reads, as it would had they written a moment after this one.
 	snapshot *snapshot
+	// tidied are the operations the status named when tidy last looked.
+	tidied map[string]bool
 }
 
 type snapshot struct {
@@ -345,19 +348,22 @@ func (p *pass) decode() error {
 }
 
 func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
-	for range maxSteps {
-		// Every step reads the resource again: the last step wrote it.
-		obj, err := p.r.Store.Get(ctx, p.r.Kind, p.obj.Namespace, p.obj.Name)
-		if errors.Is(err, store.ErrNotFound) {
-			return ctrl.Result{}, nil
+	for step := range maxSteps {
+		// Every step but the first, which has what Reconcile read, reads
+		// the resource again: the last step wrote it.
+		if step > 0 {
+			obj, err := p.r.Store.Get(ctx, p.r.Kind, p.obj.Namespace, p.obj.Name)
+			if errors.Is(err, store.ErrNotFound) {
+				return ctrl.Result{}, nil
+			}
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if obj.UID != p.obj.UID {
+				return ctrl.Result{RequeueAfter: time.Second}, nil // deleted and created again: start over
+			}
+			p.obj = obj
 		}
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if obj.UID != p.obj.UID {
-			return ctrl.Result{RequeueAfter: time.Second}, nil // deleted and created again: start over
-		}
-		p.obj = obj
 		if err := p.decode(); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -395,10 +401,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 			// what dispatch wrote, and the deadline is watched.
 			return ctrl.Result{RequeueAfter: writerPoll}, err
 		}
-		if err := p.releaseStrayLeases(ctx, rs); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := p.removeSettledApplies(ctx, rs); err != nil {
+		if err := p.tidy(ctx, rs); err != nil {
 			return ctrl.Result{}, err
 		}
 		base, err := p.gather(ctx, rs)
@@ -427,6 +430,27 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 	return ctrl.Result{}, fmt.Errorf("%s/%s: the pass did not settle after %d steps; this is a bug", p.obj.Namespace, p.obj.Name, maxSteps)
+}
+
+// tidy releases the Leases and removes the finished apply Jobs of
+// operations the status no longer names (left by a manager that stopped
+// between recording a run and releasing or removing what it held). What
+// it finds depends on the operations named, so a step of the pass that
+// names the same ones as the last step that tidied has nothing to find:
+// the Leases and Jobs this pass creates are of operations it names.
+func (p *pass) tidy(ctx context.Context, rs runState) error {
+	named := rs.namedOperations()
+	if p.tidied != nil && maps.Equal(named, p.tidied) {
+		return nil
+	}
+	if err := p.releaseStrayLeases(ctx, rs); err != nil {
+		return err
+	}
+	if err := p.removeSettledApplies(ctx, rs); err != nil {
+		return err
+	}
+	p.tidied = named
+	return nil
 }
 
 // facts are what a PtahMigration's pass reads in the database in local
