@@ -9,7 +9,9 @@ import (
 	"os"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -36,6 +38,29 @@ func namespaces(names []string) map[string]cache.Config {
 		out[n] = cache.Config{}
 	}
 	return out
+}
+
+// cacheOptions shape the manager's caches, which serve its watches only
+// (a pass reads the API server itself): of Jobs, only ptah's, and of
+// those only what a watch looks at (owner, labels, status), not their
+// Pod templates, which carry a plan of up to InlinePlanBytes; of every
+// object, no managed fields.
+func cacheOptions(names []string) cache.Options {
+	strip := cache.TransformStripManagedFields()
+	return cache.Options{
+		DefaultNamespaces: namespaces(names),
+		DefaultTransform:  strip,
+		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {
+			Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "ptah"}),
+			Transform: func(in any) (any, error) {
+				out, err := strip(in)
+				if job, ok := out.(*batchv1.Job); ok {
+					job.Spec = batchv1.JobSpec{}
+				}
+				return out, err
+			},
+		}},
+	}
 }
 
 // LeaderElectionID names the Lease the managers of one installation elect
@@ -121,7 +146,7 @@ func Run(ctx context.Context, o Options) error {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
-		Cache:                         cache.Options{DefaultNamespaces: namespaces(o.Namespaces)},
+		Cache:                         cacheOptions(o.Namespaces),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
