@@ -49,27 +49,10 @@ func diff(live, desired *Model, opts DiffOptions) (diffResult, error) {
 		return diffResult{}, fmt.Errorf("the target runs PostgreSQL %d and the dev database PostgreSQL %d, which print definitions differently: "+
 			"load the declared files on a server of the target's major (--dev-url)", lv, dv)
 	}
-	d := newDiffer(live, desired)
-	d.online = opts.Online
-	d.classify()
-	d.propagate()
-	if err := d.checkOutside(); err != nil {
+	d, err := prepareDiff(live, desired, opts)
+	if err != nil {
 		return diffResult{}, err
 	}
-	if err := d.checkTypesInUse(); err != nil {
-		return diffResult{}, err
-	}
-	if err := d.checkCollationsInUse(); err != nil {
-		return diffResult{}, err
-	}
-	d.emit()
-	d.emitPrivileges()
-	if err := refusePlan(d.refused, "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of "+
-		"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names "+
-		"(append new attributes, change types in place), or convert the column with a migration; then plan again"); err != nil {
-		return diffResult{}, err
-	}
-	d.connect()
 	sorted, err := d.sort()
 	if err != nil {
 		return diffResult{}, err
@@ -79,6 +62,33 @@ func diff(live, desired *Model, opts DiffOptions) (diffResult, error) {
 	stmts := append(d.labels, sorted...)
 	stmts = append(stmts, d.renames(opts.Renames)...)
 	return diffResult{stmts: stmts, casts: d.casts, hints: d.renameHints()}, nil
+}
+
+// prepareDiff builds the plan's graph of nodes and ordering edges, ready
+// to be sorted (by sort, or by the grouping sort of CreationScript).
+func prepareDiff(live, desired *Model, opts DiffOptions) (*differ, error) {
+	d := newDiffer(live, desired)
+	d.online = opts.Online
+	d.classify()
+	d.propagate()
+	if err := d.checkOutside(); err != nil {
+		return nil, err
+	}
+	if err := d.checkTypesInUse(); err != nil {
+		return nil, err
+	}
+	if err := d.checkCollationsInUse(); err != nil {
+		return nil, err
+	}
+	d.emit()
+	d.emitPrivileges()
+	if err := refusePlan(d.refused, "these array columns cannot follow their composite type's new attributes: PostgreSQL converts an array of "+
+		"composite values only by position, which would put values in the wrong attributes. Keep the attribute order and names "+
+		"(append new attributes, change types in place), or convert the column with a migration; then plan again"); err != nil {
+		return nil, err
+	}
+	d.connect()
+	return d, nil
 }
 
 type nodeKey struct {
