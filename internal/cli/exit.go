@@ -245,6 +245,8 @@ var commandCodes = map[string][]int{
 	"history": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitFutureState, ExitState, ExitInterrupted},
 	"forget":  {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitNoSuchPlan, ExitFutureState, ExitState, ExitInterrupted},
 	"version": {ExitOK, ExitInternal, ExitUsage},
+	"init": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitLoad, ExitUnsupported, ExitDevDatabase, ExitScope,
+		ExitInterrupted},
 	"exec":    {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitConnect, ExitBlocked, ExitApplyFailed, ExitPlanMismatch, ExitInterrupted},
 	"serve":   {ExitOK, ExitInternal, ExitUsage, ExitFutureState, ExitCluster, ExitForbidden, ExitInterrupted},
 	"migrate": {ExitOK, ExitInternal, ExitUsage, ExitConfig, ExitSource},

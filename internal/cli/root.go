@@ -103,7 +103,7 @@ func (a *app) newRootCmd() *cobra.Command {
 	root.PersistentFlags().String("config", "", "read settings from this YAML file (keys named like the flags)")
 	clusterFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.newPlanCmd(), a.newApproveCmd(), a.newApplyCmd(), a.newStatusCmd(), a.newHistoryCmd(), a.newForgetCmd(), a.newResolveRunCmd(), a.newMigrateCmd(), a.newServeCmd(), a.newExecCmd(), a.newVersionCmd())
+	root.AddCommand(a.newInitCmd(), a.newPlanCmd(), a.newApproveCmd(), a.newApplyCmd(), a.newStatusCmd(), a.newHistoryCmd(), a.newForgetCmd(), a.newResolveRunCmd(), a.newMigrateCmd(), a.newServeCmd(), a.newExecCmd(), a.newVersionCmd())
 	return root
 }
 

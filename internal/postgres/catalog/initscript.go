@@ -2,9 +2,12 @@ package catalog
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ScriptFile is one file of a creation script: the statements of one kind
@@ -303,4 +306,24 @@ func (f ScriptFile) SQL() string {
 		b.WriteString(";\n")
 	}
 	return b.String()
+}
+
+// ManageableSchemas lists the schemas of the database conn is connected
+// to that ptah may manage, in name order: all but the system schemas,
+// ptah's own, and those an extension created.
+func ManageableSchemas(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+SELECT n.nspname FROM pg_namespace n
+WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname NOT IN ('information_schema', 'ptah')
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                  WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')
+ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("listing the database's schemas: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("listing the database's schemas: %w", err)
+	}
+	return names, nil
 }
