@@ -143,6 +143,9 @@ func hintFor(err error, code int) string {
 		return lookupOutcome(ExitSource).hint
 	case stopped && (stop.hasReason(api.ReasonHistoryModified) || stop.hasReason(api.ReasonHistoryAhead) || stop.hasReason(api.ReasonOutOfOrder)):
 		return "the migration's files no longer match the history its database records (the message names the versions): restore the files as they were applied; a new change goes in a new file with a higher version"
+	case errors.Is(err, errInitUnproved):
+		return "nothing was written. If the message names an object in a schema --schemas leaves out, something of the managed schemas " +
+			"depends on it: add its schema to --schemas. Otherwise this is a bug of ptah init; please report it with the message above"
 	case errors.Is(err, errNoDatabaseURL), errors.Is(err, errSecretForbidden):
 		return hintDatabaseURL
 	case errors.Is(err, runner.ErrNotYetAccounted):

@@ -294,7 +294,7 @@ func (a *app) runInit(ctx context.Context, o initOptions) error {
 		if errors.As(err, &u) {
 			u.Where = "source database"
 		}
-		return fmt.Errorf("reading the database: %w", err)
+		return fmt.Errorf("reading schemas %s of the database (--schemas chooses them): %w", strings.Join(schemas, ", "), err)
 	}
 	devServer := o.DevURL
 	if devServer == "" {
@@ -440,6 +440,9 @@ func (a *app) verifyInit(ctx context.Context, staged initOptions, fromURL string
 		req.Schemas = schemas
 	}
 	plan, err := a.planSchema(ctx, req)
+	if errors.Is(err, catalog.ErrLoad) {
+		return fmt.Errorf("%w: they do not load into an empty database, nothing was written: %w", errInitUnproved, err)
+	}
 	if err != nil {
 		return fmt.Errorf("proving the files: %w", err)
 	}
