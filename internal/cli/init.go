@@ -54,7 +54,9 @@ out of the managed schemas, or leave those schemas out with --schemas.
 Before it finishes, init proves what it wrote: it loads the files, read
 back through the ptah.yaml it wrote, into a temporary dev database and
 plans against the source database, as ptah plan would; only a plan with no
-changes lets the files into place. Until then they are in a temporary
+changes lets the files into place (files that do not load, usually over an
+object of a schema --schemas leaves out: exit 6; a plan with changes, a bug
+of init: exit 1). Until then they are in a temporary
 directory beside ptah.yaml, removed on any failure: init writes everything
 or nothing.
 
