@@ -312,12 +312,12 @@ func (f ScriptFile) SQL() string {
 // to that ptah may manage, in name order: all but the system schemas,
 // ptah's own, and those an extension created.
 func ManageableSchemas(ctx context.Context, conn *pgx.Conn) ([]string, error) {
-	rows, err := conn.Query(ctx, `
+	rows, err := conn.Query(ctx, named("manageable schemas", `
 SELECT n.nspname FROM pg_namespace n
 WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname NOT IN ('information_schema', 'ptah')
   AND NOT EXISTS (SELECT 1 FROM pg_depend d
                   WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')
-ORDER BY 1`)
+ORDER BY 1`))
 	if err != nil {
 		return nil, fmt.Errorf("listing the database's schemas: %w", err)
 	}
