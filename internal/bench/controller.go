@@ -382,6 +382,13 @@ func startManager(ctx context.Context, env *Env, kubeconfig, logPath string) (*m
 	cmd := exec.Command(env.Ptah, "serve", "--kubeconfig", kubeconfig, "--job-image", "ptah:bench",
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "POD_NAMESPACE=ptah-system"}
+	// The Go runtime's settings and the profiles ptah writes reach it, for
+	// experiments with its memory and time.
+	for _, name := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "PTAH_MEMPROFILE", "PTAH_CPUPROFILE"} {
+		if v, ok := os.LookupEnv(name); ok {
+			cmd.Env = append(cmd.Env, name+"="+v)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
