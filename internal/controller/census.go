@@ -45,7 +45,12 @@ func (p *pass) read(ctx context.Context) (*snapshot, error) {
 	}
 	snap := &snapshot{}
 	var err error
-	if _, snap.stored, err = runner.StoredState(ctx, p.r.Store); err != nil {
+	if p.r.Fence != nil {
+		snap.stored, err = p.r.Fence.Stored(ctx)
+	} else {
+		_, snap.stored, err = runner.StoredState(ctx, p.r.Store)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var realms api.PtahRealmList

@@ -40,27 +40,30 @@ func namespaces(names []string) map[string]cache.Config {
 	return out
 }
 
-// cacheOptions shape the manager's caches, which serve its watches only
-// (a pass reads the API server itself): of Jobs, only ptah's, and of
-// those only what a watch looks at (owner, labels, status), not their
-// Pod templates, which carry a plan of up to InlinePlanBytes; of every
-// object, no managed fields.
+// cacheOptions shape the manager's caches, which serve its watches and a
+// pass's fence only (a pass reads the API server itself for everything
+// else): the fence's, of each object its identity and contract version
+// (cachedFence); of Jobs, only ptah's, and of those only what a watch
+// looks at (owner, labels, status), not their Pod templates, which carry
+// a plan of up to InlinePlanBytes; of every object, no managed fields.
 func cacheOptions(names []string) cache.Options {
 	strip := cache.TransformStripManagedFields()
-	return cache.Options{
-		DefaultNamespaces: namespaces(names),
-		DefaultTransform:  strip,
-		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {
-			Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "ptah"}),
-			Transform: func(in any) (any, error) {
-				out, err := strip(in)
-				if job, ok := out.(*batchv1.Job); ok {
-					job.Spec = batchv1.JobSpec{}
-				}
-				return out, err
-			},
-		}},
+	byObject := map[client.Object]cache.ByObject{}
+	// The fence's caches (see cachedFence), one per kind.
+	for _, kind := range api.Kinds {
+		byObject[fenceObject(kind)] = cache.ByObject{Transform: fenceTransform(strip)}
 	}
+	byObject[&batchv1.Job{}] = cache.ByObject{
+		Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "ptah"}),
+		Transform: func(in any) (any, error) {
+			out, err := strip(in)
+			if job, ok := out.(*batchv1.Job); ok {
+				job.Spec = batchv1.JobSpec{}
+			}
+			return out, err
+		},
+	}
+	return cache.Options{DefaultNamespaces: namespaces(names), DefaultTransform: strip, ByObject: byObject}
 }
 
 // LeaderElectionID names the Lease the managers of one installation elect
@@ -151,10 +154,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// The fence's caches start, and fill, with the manager's, before any
+	// reconcile (an informer made at first use would start a pass waiting).
+	for _, kind := range api.Kinds {
+		if _, err := mgr.GetCache().GetInformer(ctx, fenceObject(kind)); err != nil {
+			return fmt.Errorf("caching the stored %s objects for the fence: %w", kind, err)
+		}
+	}
 	for _, kind := range []string{api.KindPtahSchema, api.KindPtahMigration} {
 		r := &Reconciler{Kind: kind, Client: direct, Store: kubestore.New(direct), Image: o.Image, Version: o.Version,
 			Now: time.Now, NewID: NewOperationID, RunTimeout: cmp.Or(o.RunTimeout, time.Hour), ReadTimeout: cmp.Or(o.ReadTimeout, 10*time.Minute),
-			Events: mgr.GetEventRecorder("ptah"), Namespace: cmp.Or(o.Namespace, os.Getenv("POD_NAMESPACE"), "ptah-system")}
+			Events: mgr.GetEventRecorder("ptah"), Namespace: cmp.Or(o.Namespace, os.Getenv("POD_NAMESPACE"), "ptah-system"),
+			Fence: cachedFence{cache: mgr.GetCache()}}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("registering the %s reconciler: %w", kind, err)
 		}

@@ -56,6 +56,9 @@ type Reconciler struct {
 	// Namespace is the manager's own: the Leases of coordination keys a
 	// PtahRealm joins across namespaces live there.
 	Namespace string
+	// Fence is the stored state a pass's fence reads (nil: the Store's,
+	// listed at every pass).
+	Fence StoredState
 }
 
 // Failpoints the reconciler stops at in crash tests (see failpoint).

@@ -206,6 +206,11 @@ func (p *pass) jobResult(ctx context.Context, id, digest string) (res *Result, e
 // Pod is the garbage collector's to delete, as the Job goes in the
 // background; the Pod's label names it until then (see pods).
 func (p *pass) removeJob(ctx context.Context, id, task string, parts bool) {
+	// A manager told to stop finishes the removal it started: a reading
+	// whose answer was taken and whose Job stayed would be taken for the
+	// next reading under way (see readingUnderWay).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	ns := p.obj.Namespace
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = p.r.Client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName(p.obj.UID, id)}}, bg)

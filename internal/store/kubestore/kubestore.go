@@ -341,6 +341,18 @@ func setStatus(u *unstructured.Unstructured, obj store.Object) error {
 	return nil
 }
 
+// StoredVersion is the highest contract version u records: its
+// annotation's, its status's, and any embedded in its spec or status, as
+// the stored-state fence reads a store object (store.Object's
+// ContractVersion and EmbeddedContractVersion).
+func StoredVersion(u *unstructured.Unstructured) (int, error) {
+	o, err := toObject(u, false)
+	if err != nil {
+		return 0, err
+	}
+	return max(o.ContractVersion, o.EmbeddedContractVersion), nil
+}
+
 // toObject reads a custom resource as a store object.
 func toObject(u *unstructured.Unstructured, bodies bool) (store.Object, error) {
 	ref := store.Ref(u.GetKind(), u.GetNamespace(), u.GetName())
